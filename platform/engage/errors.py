@@ -1,0 +1,58 @@
+"""One exception root for engage, with a subclass per domain.
+
+Each class has a one-line ``headline`` and an ``exit_code``; the CLI prints the headline
+and the message and exits with the code. Errors must pickle, because they cross Ray
+actors: every subclass keeps its whole state in ``args``.
+"""
+
+from __future__ import annotations
+
+
+class EngageError(Exception):
+    """Root of every error engage raises on purpose."""
+
+    headline = "engage failed"
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class SpecError(EngageError):
+    """A pipeline spec (or an override of it) is invalid."""
+
+    headline = "invalid pipeline spec"
+    exit_code = 2
+
+
+class DataError(EngageError):
+    """Input data is missing, malformed or too small for the spec."""
+
+    headline = "invalid input data"
+    exit_code = 3
+
+
+class ClusterError(EngageError):
+    """The Ray cluster cannot be reached or cannot run the job."""
+
+    headline = "Ray cluster unavailable"
+    exit_code = 4
+
+
+class TrackingError(EngageError):
+    """The MLflow tracking store or model registry refused an operation."""
+
+    headline = "tracking failed"
+    exit_code = 5
+
+
+class TrainingError(EngageError):
+    """Training failed (a worker died, the loss became NaN, a checkpoint is missing)."""
+
+    headline = "training failed"
+    exit_code = 6

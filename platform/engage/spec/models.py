@@ -1,0 +1,187 @@
+"""Typed pipeline spec: the pydantic models a YAML spec is parsed into.
+
+Every model forbids unknown keys, so a typo is an error rather than a silent default.
+Checks that need more than one section (a batch larger than the data, a gate metric the
+task does not produce) live in :mod:`engage.spec.checks`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+ColumnName = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SyntheticSource(StrictModel):
+    """The built-in smart-living generator (households with sensors at 1-minute resolution)."""
+
+    type: Literal["synthetic"]
+    households: int = Field(4, ge=1, le=1000, description="number of households simulated")
+    days: int = Field(14, ge=1, le=366, description="days simulated per household")
+    seed: int = Field(0, ge=0, description="generator seed; same seed, same data")
+    start: str = Field(
+        "2026-01-05",
+        pattern=r"^\d{4}-\d{2}-\d{2}$",
+        description="first simulated day (ISO date, local midnight)",
+    )
+    noise: float = Field(1.0, ge=0.0, le=10.0, description="multiplier on sensor noise")
+
+
+class FileSource(StrictModel):
+    path: str = Field(min_length=1, description="file path, relative to the spec file")
+    timestamp: ColumnName = Field("timestamp", description="column giving each row's time")
+    group: ColumnName | None = Field(
+        None,
+        description="column naming independent series (e.g. household); windows never span two",
+    )
+
+
+class CsvSource(FileSource):
+    """Rows from a CSV file with a header."""
+
+    type: Literal["csv"]
+
+
+class ParquetSource(FileSource):
+    """Rows from a Parquet file."""
+
+    type: Literal["parquet"]
+
+
+Source = Annotated[SyntheticSource | CsvSource | ParquetSource, Field(discriminator="type")]
+
+
+class SplitSpec(StrictModel):
+    """Fractions of each series' time span, in time order: train, then val, then test."""
+
+    train: float = Field(0.7, gt=0.0, lt=1.0)
+    val: float = Field(0.15, gt=0.0, lt=1.0)
+    test: float = Field(0.15, gt=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _sums_to_one(self) -> SplitSpec:
+        total = self.train + self.val + self.test
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"train + val + test must be 1.0, got {total:g}")
+        return self
+
+
+class DataSpec(StrictModel):
+    source: Source
+    features: list[ColumnName] = Field(min_length=1, description="input columns, in order")
+    target: ColumnName
+    task: Literal["classification", "regression"]
+    window: int = Field(30, ge=1, le=10_000, description="rows of history in one sample")
+    horizon: int = Field(
+        0, ge=0, le=10_000, description="predict the target this many rows after the window"
+    )
+    stride: int = Field(1, ge=1, le=10_000, description="rows between consecutive windows")
+    split: SplitSpec = SplitSpec()
+    normalize: bool = Field(True, description="standardise features with train-split statistics")
+
+    @field_validator("features")
+    @classmethod
+    def _unique(cls, v: list[str]) -> list[str]:
+        dupes = sorted({f for f in v if v.count(f) > 1})
+        if dupes:
+            raise ValueError(f"duplicate feature(s) {', '.join(dupes)}")
+        return v
+
+    @model_validator(mode="after")
+    def _target_not_feature_for_now(self) -> DataSpec:
+        if self.horizon == 0 and self.target in self.features:
+            raise ValueError(
+                f"target {self.target!r} is also a feature with horizon 0: the model would "
+                "see its own label; remove it from features or set horizon >= 1"
+            )
+        return self
+
+
+class ModelSpec(StrictModel):
+    name: Name = Field(description="a registered model builder (see `engage models builders`)")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="the builder's hyperparameters, checked by its schema"
+    )
+
+
+class TrainSpec(StrictModel):
+    epochs: int = Field(5, ge=1, le=100_000)
+    batch_size: int = Field(256, ge=1, le=1_000_000, description="global batch, split over workers")
+    optimizer: Literal["adam", "adamw", "sgd"] = "adam"
+    learning_rate: float = Field(1e-3, gt=0.0, le=10.0)
+    weight_decay: float = Field(0.0, ge=0.0, le=1.0)
+    seed: int = Field(0, ge=0)
+    num_workers: int = Field(2, ge=1, le=4096)
+    use_gpu: bool = False
+    resources_per_worker: dict[str, float] = Field(
+        default_factory=lambda: {"CPU": 1.0}, description="Ray resources each worker reserves"
+    )
+    checkpoint_every: int = Field(1, ge=1, description="epochs between checkpoints")
+    checkpoints_to_keep: int = Field(2, ge=1, le=1000)
+
+    @field_validator("resources_per_worker")
+    @classmethod
+    def _positive(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = {k: x for k, x in v.items() if not x > 0}
+        if bad:
+            raise ValueError(f"resource amounts must be > 0, got {bad}")
+        return v
+
+    @model_validator(mode="after")
+    def _batch_covers_workers(self) -> TrainSpec:
+        if self.batch_size < self.num_workers:
+            raise ValueError(
+                f"batch_size {self.batch_size} is smaller than num_workers {self.num_workers}; "
+                "each worker needs at least one sample per step"
+            )
+        return self
+
+
+class GateSpec(StrictModel):
+    """Register the model only when ``metric`` is on the right side of ``threshold``."""
+
+    metric: Name
+    threshold: float
+    direction: Literal["maximize", "minimize"]
+
+    def passes(self, value: float) -> bool:
+        if value != value:  # NaN never passes
+            return False
+        return value >= self.threshold if self.direction == "maximize" else value <= self.threshold
+
+
+class RegistrationSpec(StrictModel):
+    model_name: Name
+    gate: GateSpec | None = None
+
+
+class TrackingSpec(StrictModel):
+    experiment: Name | None = Field(None, description="MLflow experiment; default: the spec name")
+    tracking_uri: str | None = Field(
+        None, description="MLflow tracking URI; default: SQLite under .engage/"
+    )
+    registration: RegistrationSpec | None = Field(
+        None, description="register the trained model, optionally behind a gate"
+    )
+
+
+class PipelineSpec(StrictModel):
+    """A whole pipeline: what data, which model, how to train, where to track."""
+
+    name: Name
+    description: str = ""
+    data: DataSpec
+    model: ModelSpec
+    train: TrainSpec = TrainSpec()
+    tracking: TrackingSpec = TrackingSpec()
+
+    @property
+    def experiment_name(self) -> str:
+        return self.tracking.experiment or self.name

@@ -1,0 +1,80 @@
+"""Model architectures: pure torch, no Ray, no MLflow.
+
+Every model maps a batch of windows ``(batch, window, features)`` to ``(batch, outputs)``:
+class logits for classification, one value for regression.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    """Flattens the window and applies fully connected layers."""
+
+    def __init__(
+        self, window: int, features: int, outputs: int, hidden: int, layers: int, dropout: float
+    ) -> None:
+        super().__init__()
+        blocks: list[nn.Module] = [nn.Flatten()]
+        width = window * features
+        for _ in range(layers):
+            blocks += [nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(dropout)]
+            width = hidden
+        blocks.append(nn.Linear(width, outputs))
+        self.net = nn.Sequential(*blocks)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class GRUNet(nn.Module):
+    """A GRU over the time axis; the last hidden state feeds a linear head."""
+
+    def __init__(
+        self, features: int, outputs: int, hidden: int, layers: int, dropout: float
+    ) -> None:
+        super().__init__()
+        self.gru = nn.GRU(
+            features,
+            hidden,
+            num_layers=layers,
+            batch_first=True,
+            dropout=dropout if layers > 1 else 0.0,
+        )
+        self.head = nn.Linear(hidden, outputs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.gru(x)
+        return self.head(out[:, -1, :])
+
+
+class CNN1D(nn.Module):
+    """1-D convolutions over time, global average pooling, a linear head."""
+
+    def __init__(
+        self,
+        features: int,
+        outputs: int,
+        channels: int,
+        layers: int,
+        kernel_size: int,
+        dropout: float,
+    ) -> None:
+        super().__init__()
+        blocks: list[nn.Module] = []
+        width = features
+        for _ in range(layers):
+            blocks += [
+                nn.Conv1d(width, channels, kernel_size, padding=kernel_size // 2),
+                nn.ReLU(),
+                nn.Dropout(dropout),
+            ]
+            width = channels
+        self.conv = nn.Sequential(*blocks)
+        self.head = nn.Linear(width, outputs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv(x.transpose(1, 2))
+        return self.head(h.mean(dim=2))
