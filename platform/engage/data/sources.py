@@ -1,0 +1,172 @@
+"""Data sources: one abstract class, one registry, looked up by the spec's ``source.type``.
+
+A source only reads a table; every check of its content lives in :mod:`engage.data.checks`
+so that a CSV, a Parquet file and the generator are held to the same rules.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+import pandas as pd
+
+from engage.data.synthetic import generate_smart_living
+from engage.errors import DataError
+from engage.spec.models import DataSpec
+
+SYNTHETIC_NAME = "synthetic-smart-living"
+
+
+class DataSource(ABC):
+    """Reads the table a :class:`~engage.spec.models.DataSpec` points at.
+
+    Subclasses set ``name`` (the spec's ``source.type``) and implement :meth:`load`; the
+    :func:`register_source` decorator adds them to :data:`SOURCES`.
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def load(self, spec: DataSpec, base_dir: Path) -> pd.DataFrame:
+        """Return the raw table, one row per record, in the source's own row order.
+
+        Parameters
+        ----------
+        spec : DataSpec
+            The data section of the pipeline spec.
+        base_dir : Path
+            Folder that relative file paths are resolved against (the spec file's folder).
+
+        Returns
+        -------
+        pandas.DataFrame
+            The unvalidated table with a default ``RangeIndex`` (row ``i`` is data row
+            ``i + 1``, which error messages rely on).
+        """
+
+
+SOURCES: dict[str, type[DataSource]] = {}
+
+
+def register_source(cls: type[DataSource]) -> type[DataSource]:
+    """Class decorator: add a :class:`DataSource` subclass to :data:`SOURCES` by its name."""
+    if cls.name in SOURCES:
+        raise ValueError(f"data source {cls.name!r} is already registered")
+    SOURCES[cls.name] = cls
+    return cls
+
+
+def get_source(name: str) -> DataSource:
+    """Instantiate the registered source ``name``; an unknown name lists the valid ones."""
+    try:
+        return SOURCES[name]()
+    except KeyError:
+        valid = ", ".join(sorted(SOURCES))
+        raise DataError(f"unknown data source {name!r}", hint=f"use one of: {valid}") from None
+
+
+def key_columns(spec: DataSpec) -> tuple[str, str | None]:
+    """The timestamp column and the group column (``None`` for one series) of a spec's data."""
+    if spec.source.type == "synthetic":
+        return "timestamp", "household"
+    return spec.source.timestamp, spec.source.group
+
+
+def resolve_path(spec: DataSpec, base_dir: Path) -> Path:
+    """The absolute path of a file source: relative paths are taken from ``base_dir``."""
+    path = Path(spec.source.path).expanduser()
+    return (path if path.is_absolute() else Path(base_dir) / path).resolve()
+
+
+def describe_origin(spec: DataSpec, base_dir: Path) -> str:
+    """How messages and fingerprints name where the data came from."""
+    if spec.source.type == "synthetic":
+        return "synthetic"
+    return str(resolve_path(spec, base_dir))
+
+
+def _existing_file(spec: DataSpec, base_dir: Path) -> Path:
+    path = resolve_path(spec, base_dir)
+    if not path.is_file():
+        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+        raise DataError(
+            f"data file {path} {what}",
+            hint=f"check data.source.path ({spec.source.path!r}); relative paths are "
+            f"taken from {Path(base_dir).resolve()}",
+        )
+    return path
+
+
+@register_source
+class SyntheticSource(DataSource):
+    """The built-in smart-living generator (see :func:`generate_smart_living`)."""
+
+    name = "synthetic"
+
+    def load(self, spec: DataSpec, base_dir: Path) -> pd.DataFrame:
+        s = spec.source
+        return generate_smart_living(s.households, s.days, s.seed, s.start, s.noise)
+
+
+@register_source
+class CsvSource(DataSource):
+    """A CSV file with a header line; values are checked later, not coerced here."""
+
+    name = "csv"
+
+    def load(self, spec: DataSpec, base_dir: Path) -> pd.DataFrame:
+        path = _existing_file(spec, base_dir)
+        try:
+            return pd.read_csv(path, low_memory=False)
+        except pd.errors.EmptyDataError:
+            raise DataError(f"data file {path} is empty", hint="write a header line") from None
+        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+            raise DataError(
+                f"data file {path} is not readable as CSV: {exc}",
+                hint="save it as UTF-8 CSV with one header line and the same number of "
+                "fields on every line",
+            ) from None
+
+
+@register_source
+class ParquetSource(DataSource):
+    """A Parquet file, read with pyarrow."""
+
+    name = "parquet"
+
+    def load(self, spec: DataSpec, base_dir: Path) -> pd.DataFrame:
+        path = _existing_file(spec, base_dir)
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as exc:  # pyarrow raises several unrelated types for a bad file
+            raise DataError(
+                f"data file {path} is not readable as Parquet: {exc}",
+                hint="check that the file is a Parquet file and not truncated",
+            ) from None
+        # A frame saved with a named index (often the timestamp) keeps it as a column.
+        return frame.reset_index(drop=frame.index.names == [None])
+
+
+def load_frame(spec: DataSpec, base_dir: Path) -> pd.DataFrame:
+    """Read the raw table of ``spec`` through the source registry.
+
+    Parameters
+    ----------
+    spec : DataSpec
+        The data section of the pipeline spec; ``spec.source.type`` picks the source.
+    base_dir : Path
+        Folder that relative file paths are resolved against.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table as read, not yet validated (see :func:`engage.data.validate_frame`).
+
+    Raises
+    ------
+    DataError
+        If the source is unknown or the file is missing or unreadable.
+    """
+    return get_source(spec.source.type).load(spec, Path(base_dir))
