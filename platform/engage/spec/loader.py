@@ -46,14 +46,19 @@ class LoadedSpec:
     base_dir: Path
     text: str
     overrides: tuple[str, ...]
-    locator: SpecLocator = field(repr=False, compare=False)
+    locator: SpecLocator | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.locator is None:  # built by hand (e.g. in a test): no line map, line 1
+            origin = str(self.path) if self.path else "<string>"
+            object.__setattr__(self, "locator", SpecLocator(origin, {}))
 
     def locate(self, *field_path: str | int) -> str:
         """``"pipelines/x.yaml:12"`` for a field, or ``"--set train.epochs=0"``.
 
         An absent field gets the line of its nearest ancestor that is in the file.
         """
-        return self.locator.locate(field_path)
+        return self._locator.locate(field_path)
 
     def error(self, field_path: FieldPath, message: str) -> SpecError:
         """A located :class:`SpecError` for a check that runs later (e.g. on the data).
@@ -62,7 +67,12 @@ class LoadedSpec:
         --------
         >>> raise loaded.error(("train", "batch_size"), f"got {b}; expected <= {rows} rows")
         """
-        return self.locator.error([Problem(tuple(field_path), message)])
+        return self._locator.error([Problem(tuple(field_path), message)])
+
+    @property
+    def _locator(self) -> SpecLocator:
+        assert self.locator is not None  # set in __post_init__
+        return self.locator
 
     def resolved(self) -> dict[str, Any]:
         """The resolved spec (defaults filled in, overrides applied) as JSON-ready data."""
@@ -129,12 +139,15 @@ def parse_spec(
 def _parse(
     text: str, origin: str, base_dir: Path, overrides: Sequence[str], path: Path | None
 ) -> LoadedSpec:
-    raw, lines = read_yaml(text, origin)
-    raw = apply_overrides(raw, overrides)
-    set_paths = [(parse_override(o)[0], o) for o in overrides]
     hint = "see docs/spec.md for every field"
     if path is not None:
         hint = f"run `engage validate {origin}` after fixing; see docs/spec.md"
+    try:
+        raw, lines = read_yaml(text, origin)
+    except SpecError as exc:
+        raise SpecError(exc.message, "; ".join(h for h in (exc.hint, hint) if h)) from None
+    raw = apply_overrides(raw, overrides)
+    set_paths = [(parse_override(o)[0], o) for o in overrides]
     locator = SpecLocator(origin, lines, set_paths, hint)
     try:
         spec = PipelineSpec.model_validate(raw)

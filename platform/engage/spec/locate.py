@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, SequenceNode
 
 from engage.errors import SpecError
@@ -79,9 +80,12 @@ def read_yaml(text: str, origin: str) -> tuple[dict[str, Any], dict[_Key, int]]:
 def _syntax_error(exc: yaml.MarkedYAMLError, origin: str) -> SpecError:
     mark = exc.problem_mark or exc.context_mark
     where = f"{origin}:{mark.line + 1}:{mark.column + 1}" if mark else origin
-    what = " ".join(p for p in (exc.context, exc.problem) if p) or "unreadable YAML"
+    what = exc.problem or exc.context or "unreadable YAML"
+    if exc.problem and exc.context:
+        what = f"{exc.problem} ({exc.context})"
+    kind = "unsupported YAML" if isinstance(exc, ConstructorError) else "YAML syntax error"
     return SpecError(
-        f"{where}: YAML syntax error: {what}",
+        f"{where}: {kind}: {what}",
         hint="check the indentation and quoting on that line and the one above it",
     )
 
@@ -97,11 +101,11 @@ class _Walker:
 
     def walk(self, node: Node, path: _Key) -> None:
         self.visited += 1
-        if self.visited > _MAX_NODES or id(node) in self.stack:
-            raise SpecError(
-                f"{self.origin}:{node.start_mark.line + 1}: {dotted(path)}: the document "
-                "expands to too many values (recursive or exponential aliases)"
-            )
+        where = f"{self.origin}:{node.start_mark.line + 1}"
+        if id(node) in self.stack:
+            raise SpecError(f"{where}: {dotted(path)}: an alias refers to its own ancestor")
+        if self.visited > _MAX_NODES:
+            raise SpecError(f"{where}: aliases expand the document past {_MAX_NODES} values")
         self.lines.setdefault(path, node.start_mark.line + 1)
         self.stack.add(id(node))
         if isinstance(node, MappingNode):
