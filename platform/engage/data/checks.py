@@ -15,6 +15,10 @@ from engage.errors import DataError
 from engage.spec.models import DataSpec
 
 
+def _in_all(n: int) -> str:
+    return f"{n} row in all" if n == 1 else f"{n} rows in all"
+
+
 class _Where:
     """Formats row positions (0-based) for messages about one table."""
 
@@ -54,7 +58,7 @@ def _numeric(column: pd.Series, name: str, where: _Where) -> pd.Series:
         pos = np.flatnonzero(bad.to_numpy())
         raise where.fail(
             f"column {name!r} is not numeric: {where.row(pos[0])} has {column.iloc[pos[0]]!r} "
-            f"({len(pos)} rows in all)",
+            f"({_in_all(len(pos))})",
             hint="every value of a feature (and of a regression target) must be a number",
         )
     return values
@@ -68,7 +72,7 @@ def _check_finite(values: pd.Series, name: str, where: _Where) -> None:
         first = array[pos[0]]
         kind = "NaN" if np.isnan(first) else ("inf" if first > 0 else "-inf")
         raise where.fail(
-            f"column {name!r} has {kind} at {where.row(pos[0])} ({len(pos)} rows in all)",
+            f"column {name!r} has {kind} at {where.row(pos[0])} ({_in_all(len(pos))})",
             hint="fill or drop these rows before training; engage does not impute",
         )
 
@@ -83,7 +87,7 @@ def _labels(column: pd.Series, name: str, where: _Where) -> pd.Series:
     if missing.any():
         pos = np.flatnonzero(missing)
         raise where.fail(
-            f"column {name!r} has no label at {where.row(pos[0])} ({len(pos)} rows in all)",
+            f"column {name!r} has no label at {where.row(pos[0])} ({_in_all(len(pos))})",
             hint="every row needs a class label",
         )
     return column if pd.api.types.is_bool_dtype(column) else column.astype(str)
@@ -112,7 +116,7 @@ def _timestamps(column: pd.Series, name: str, where: _Where) -> pd.Series:
         shown = "an empty value" if pd.isna(raw) else repr(str(raw))
         raise where.fail(
             f"column {name!r} has an unparseable time at {where.row(pos[0])}: {shown} "
-            f"({len(pos)} rows in all)",
+            f"({_in_all(len(pos))})",
             hint="write times as ISO 8601 text, e.g. 2026-01-05 08:30:00",
         )
     return parsed.astype("datetime64[ns]")
@@ -123,7 +127,7 @@ def _check_groups(column: pd.Series, name: str, where: _Where) -> None:
     if missing.any():
         pos = np.flatnonzero(missing)
         raise where.fail(
-            f"column {name!r} (the group) is empty at {where.row(pos[0])} ({len(pos)} rows in all)",
+            f"column {name!r} (the group) is empty at {where.row(pos[0])} ({_in_all(len(pos))})",
             hint="every row needs a group id, or remove data.source.group for one series",
         )
 

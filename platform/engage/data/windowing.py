@@ -116,6 +116,7 @@ def sample_starts(
 
 def _check_split(name: str, n: int, spec: DataSpec, t1: np.datetime64, t2: np.datetime64):
     if n == 0:
+        t1, t2 = pd.Timestamp(t1), pd.Timestamp(t2)
         spans = {"train": f"before {t1}", "val": f"from {t1} to {t2}", "test": f"from {t2} on"}
         raise DataError(
             f"the {name} split has no samples: no window of {spec.window} rows plus horizon "
