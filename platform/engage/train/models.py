@@ -78,3 +78,19 @@ class CNN1D(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.conv(x.transpose(1, 2))
         return self.head(h.mean(dim=2))
+
+
+class Standardized(nn.Module):
+    """Wraps a model so it takes raw inputs: standardises with the training statistics.
+
+    The logged and served model is this wrapper, so callers never normalise by hand.
+    """
+
+    def __init__(self, model: nn.Module, mean: torch.Tensor, std: torch.Tensor) -> None:
+        super().__init__()
+        self.model = model
+        self.register_buffer("mean", mean.reshape(1, 1, -1).float())
+        self.register_buffer("std", std.reshape(1, 1, -1).float())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model((x - self.mean) / self.std)

@@ -1,0 +1,28 @@
+"""Every exit code the engage CLI uses, in one table (a test checks each is documented)."""
+
+from __future__ import annotations
+
+from engage.errors import (
+    ClusterError,
+    DataError,
+    EngageError,
+    SpecError,
+    TrackingError,
+    TrainingError,
+)
+
+OK = 0
+INTERNAL = 70
+INTERRUPTED = 130
+
+EXIT_CODES: dict[int, str] = {
+    OK: "success",
+    EngageError.exit_code: "engage error not covered below",
+    SpecError.exit_code: "invalid pipeline spec or --set override",
+    DataError.exit_code: "invalid input data (missing columns, NaN, too few rows)",
+    ClusterError.exit_code: "Ray cluster unreachable or too small for the job",
+    TrackingError.exit_code: "MLflow tracking store or registry refused an operation",
+    TrainingError.exit_code: "training failed (worker error, NaN loss)",
+    INTERNAL: "internal error: a bug in engage; the traceback is printed, please report it",
+    INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); the MLflow run is marked KILLED",
+}

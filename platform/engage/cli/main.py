@@ -1,0 +1,162 @@
+"""The ``engage`` command: parses arguments, calls the API, maps errors to exit codes."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from engage.cli import exit_codes
+from engage.errors import EngageError
+
+app = typer.Typer(
+    name="engage",
+    help="Run ML pipelines on Ray, tracked in MLflow.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", help="Override a spec field: --set train.epochs=3 (repeatable)."),
+]
+AddressOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Ray cluster address (host:port or 'auto'); default: RAY_ADDRESS, else a local cluster."
+    ),
+]
+TrackingOption = Annotated[
+    str | None, typer.Option("--tracking-uri", help="MLflow tracking URI; overrides env and spec.")
+]
+HomeOption = Annotated[
+    Path | None,
+    typer.Option("--home", help="Folder for engage's files; default: ENGAGE_HOME or ./.engage."),
+]
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _guarded(fn: Callable[[], None]) -> None:
+    """Run a command body: EngageError -> headline + exit code, anything else -> internal."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        fn()
+        code = exit_codes.OK
+    except EngageError as exc:
+        err.print(f"[bold red]error:[/] {exc.headline}")
+        err.print(exc.message, markup=False)
+        if exc.hint:
+            err.print(f"hint: {exc.hint}", markup=False)
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/]: stopped cleanly; the MLflow run is marked KILLED")
+        code = exit_codes.INTERRUPTED
+    except Exception:
+        err.print(
+            "[bold red]internal error[/] (a bug in engage; please report it with this traceback):"
+        )
+        err.print(traceback.format_exc(), markup=False)
+        code = exit_codes.INTERNAL
+    raise typer.Exit(code)
+
+
+@app.command()
+def validate(
+    file: Annotated[Path, typer.Argument(help="Pipeline spec (YAML).")],
+    set_: SetOption = None,
+    data: Annotated[bool, typer.Option(help="Also load and check the data.")] = True,
+) -> None:
+    """Check a spec (and its data) without running anything."""
+
+    def body() -> None:
+        from engage.spec import load_spec
+
+        loaded = load_spec(file, set_ or [])
+        if not data:
+            out.print(f"[green]✓[/] {file}: valid spec for pipeline '{loaded.spec.name}'")
+            return
+        from engage.runtime._stages import prepare_data
+
+        prepared = prepare_data(loaded)
+        sizes = {s: len(getattr(prepared, s).y) for s in ("train", "val", "test")}
+        out.print(
+            f"[green]✓[/] {file}: valid spec for pipeline '{loaded.spec.name}'; data OK: "
+            f"{prepared.fingerprint.rows:,} rows -> train {sizes['train']:,} / val {sizes['val']:,} "
+            f"/ test {sizes['test']:,} windows"
+        )
+
+    _guarded(body)
+
+
+@app.command()
+def run(
+    file: Annotated[Path, typer.Argument(help="Pipeline spec (YAML).")],
+    set_: SetOption = None,
+    address: AddressOption = None,
+    tracking_uri: TrackingOption = None,
+    home: HomeOption = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Stream Ray worker logs.")
+    ] = False,
+) -> None:
+    """Run a pipeline: data, train, evaluate, register."""
+
+    def body() -> None:
+        _run_file(file, set_ or [], address, tracking_uri, home, verbose)
+
+    _guarded(body)
+
+
+@app.command()
+def quickstart(
+    address: AddressOption = None,
+    tracking_uri: TrackingOption = None,
+    home: HomeOption = None,
+) -> None:
+    """Run the quickstart pipeline end to end on synthetic smart-home data."""
+    from engage.cli.quickstart import print_next_steps, quickstart_spec_path
+
+    def body() -> None:
+        result = _run_file(quickstart_spec_path(), [], address, tracking_uri, home, False)
+        print_next_steps(out, result)
+
+    _guarded(body)
+
+
+def _run_file(file: Path, sets: list[str], address, tracking_uri, home, verbose):
+    from engage import env_vars
+    from engage.cli.progress import RunDisplay
+    from engage.cli.summary import print_summary
+    from engage.runtime.pipeline import RunOptions, run_pipeline
+    from engage.spec import load_spec
+
+    loaded = load_spec(file, sets)
+    options = RunOptions(address, tracking_uri, env_vars.engage_home(home), verbose=verbose)
+    out.print(f"[bold]engage[/] running pipeline [cyan]{loaded.spec.name}[/] from {file}")
+    with RunDisplay(out, loaded.spec.data.task, loaded.spec.train.epochs) as display:
+        result = run_pipeline(loaded, options, display)
+    print_summary(out, loaded, result)
+    return result
+
+
+def main() -> None:
+    try:
+        app()
+    except SystemExit as exc:
+        sys.exit(exc.code)
+
+
+if __name__ == "__main__":
+    main()

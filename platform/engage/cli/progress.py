@@ -1,0 +1,89 @@
+"""The run display: stages, an epoch bar and the latest metrics, live in the terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from engage.runtime.reporting import Event
+from engage.train.metrics import PRIMARY_VAL_METRIC
+
+_STAGE_TEXT = {
+    "data": "loading and checking data",
+    "tracking": "opening the MLflow run",
+    "ray": "starting Ray",
+    "train": "training",
+    "evaluate": "evaluating on the test split",
+    "register": "logging and registering the model",
+}
+
+
+class RunDisplay:
+    """An Observer for :func:`engage.runtime.pipeline.run_pipeline` drawing with rich.
+
+    On a terminal it draws live bars; elsewhere (CI, pipes) it prints one line per stage
+    and per epoch so logs stay readable.
+    """
+
+    def __init__(self, console: Console, task: str, epochs: int) -> None:
+        self.console = console
+        self.live = console.is_terminal
+        self.epochs = epochs
+        self.val_key = PRIMARY_VAL_METRIC[task]
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[metrics]}"),
+            console=console,
+            transient=False,
+        )
+        self._stage_task = self.progress.add_task("starting", total=None, metrics="")
+        self._epoch_task: Any = None
+
+    def __enter__(self) -> RunDisplay:
+        if self.live:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            self.progress.stop()
+
+    def stage(self, name: str, detail: str = "") -> None:
+        text = detail or _STAGE_TEXT.get(name, name)
+        self.progress.update(self._stage_task, description=f"{name}: {text}")
+        if name == "train" and self._epoch_task is None:
+            self._epoch_task = self.progress.add_task("epochs", total=self.epochs, metrics="")
+        if not self.live:
+            self.console.print(f"[bold]{name}[/]: {text}")
+
+    def emit(self, events: Sequence[Event]) -> None:
+        for event in events:
+            if event.kind == "progress" and event.name == "step" and self._epoch_task is not None:
+                done = event.data["epoch"] - 1 + event.data["step"] / event.data["steps"]
+                self.progress.update(self._epoch_task, completed=done)
+            elif event.kind == "progress" and event.name == "epoch":
+                self._epoch(event.data)
+
+    def _epoch(self, d: dict[str, Any]) -> None:
+        text = (
+            f"loss {d['train_loss']:.4f}  {self.val_key} {d.get(self.val_key, float('nan')):.4f}"
+            f"  {d['samples_per_second']:,.0f} samples/s"
+        )
+        if self._epoch_task is not None:
+            self.progress.update(self._epoch_task, completed=d["epoch"], metrics=text)
+        if not self.live:
+            self.console.print(f"  epoch {d['epoch']}/{d['epochs']}: {text}")

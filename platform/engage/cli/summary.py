@@ -1,0 +1,40 @@
+"""What the CLI prints when a pipeline run ends."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from engage.runtime.pipeline import PipelineResult
+from engage.spec import LoadedSpec
+from engage.tracking.store import run_url, ui_command
+
+
+def print_summary(console: Console, loaded: LoadedSpec, result: PipelineResult) -> None:
+    table = Table(title=f"run {result.run_id}", show_header=True, header_style="bold")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name in sorted(result.metrics):
+        table.add_row(name, f"{result.metrics[name]:.4f}")
+    console.print(table)
+    stages = "  ".join(f"{k} {v:.1f}s" for k, v in result.stage_seconds.items())
+    console.print(f"stages: {stages}")
+    console.print(f"experiment: {result.experiment} (id {result.experiment_id})")
+    console.print(f"run id: [bold]{result.run_id}[/]")
+    if result.decision is not None:
+        console.print(result.decision.explain())
+    if result.registration is not None:
+        reg = result.registration
+        console.print(
+            f"[green]registered[/] model [bold]{reg.name}[/] version [bold]{reg.version}[/] "
+            f"(alias @{reg.alias})"
+        )
+    elif loaded.spec.tracking.registration is not None:
+        console.print(
+            "[yellow]not registered[/]: the model did not pass the gate; it is logged with the "
+            f"run as {result.model_uri}"
+        )
+    console.print(f"open the run:  {ui_command(result.tracking_uri)}")
+    console.print(
+        f"           then {run_url(result.tracking_uri, result.experiment_id, result.run_id)}"
+    )

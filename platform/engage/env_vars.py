@@ -1,0 +1,38 @@
+"""Every environment variable engage reads, in one typed list.
+
+Precedence everywhere: spec file < environment < command-line flag.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    description: str
+
+    def get(self) -> str | None:
+        value = os.environ.get(self.name)
+        return value if value not in (None, "") else None
+
+
+ENGAGE_HOME = EnvVar(
+    "ENGAGE_HOME", "folder for everything a job writes by default (default: ./.engage)"
+)
+RAY_ADDRESS = EnvVar("RAY_ADDRESS", "Ray cluster to run on, as host:port or 'auto'")
+MLFLOW_TRACKING_URI = EnvVar(
+    "MLFLOW_TRACKING_URI", "MLflow tracking URI; overrides the spec's tracking.tracking_uri"
+)
+ENGAGE_RAY_LOGS = EnvVar("ENGAGE_RAY_LOGS", "set to 1 to stream Ray worker logs to the terminal")
+
+ALL = (ENGAGE_HOME, RAY_ADDRESS, MLFLOW_TRACKING_URI, ENGAGE_RAY_LOGS)
+
+
+def engage_home(override: str | Path | None = None) -> Path:
+    """The absolute ``.engage`` folder: flag > ENGAGE_HOME > ./.engage."""
+    chosen = override or ENGAGE_HOME.get() or ".engage"
+    return Path(chosen).expanduser().resolve()

@@ -1,0 +1,202 @@
+"""The stage bodies the runner calls, one function each."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engage.data import PreparedData, prepare
+from engage.runtime.reporting import Reporter
+from engage.runtime.session import SessionInfo, ray_session, resolve_address
+from engage.spec import LoadedSpec
+from engage.tracking import PipelineRun, decide, ensure_experiment, open_client, register
+from engage.tracking.store import resolve_tracking_uri
+from engage.train.builders import ModelShape
+
+
+def prepare_data(loaded: LoadedSpec) -> PreparedData:
+    """Load, check, window and split the data; then the checks that need its size."""
+    data = prepare(loaded.spec.data, loaded.base_dir)
+    n_train, train = len(data.train.y), loaded.spec.train
+    if train.batch_size > n_train:
+        raise loaded.error(
+            ("train", "batch_size"),
+            f"batch_size {train.batch_size} is larger than the training split "
+            f"({n_train} windows); expected at most {n_train}",
+        )
+    if train.num_workers > n_train:
+        raise loaded.error(
+            ("train", "num_workers"),
+            f"{train.num_workers} workers for {n_train} training windows; expected at most {n_train}",
+        )
+    return data
+
+
+def open_run(loaded: LoadedSpec, data: PreparedData, options: Any) -> tuple[PipelineRun, str]:
+    from engage.runtime.pipeline import new_run_name
+
+    spec = loaded.spec
+    uri = resolve_tracking_uri(spec.tracking.tracking_uri, options.tracking_uri, options.home)
+    client = open_client(uri)
+    experiment_id = ensure_experiment(client, spec.experiment_name, options.home)
+    tags = {"engage.pipeline": spec.name, "engage.spec_file": str(loaded.path or "<string>")}
+    if loaded.overrides:
+        tags["engage.overrides"] = " ".join(loaded.overrides)
+    run = PipelineRun.start(client, experiment_id, new_run_name(spec.name), tags, loaded.base_dir)
+    try:
+        run.log_params(loaded.resolved())
+        run.log_text(loaded.text, "spec/" + (loaded.path.name if loaded.path else "spec.yaml"))
+        run.log_dict(loaded.resolved(), "spec/resolved.json")
+        fp = data.fingerprint
+        run.log_dataset(
+            data.frame,
+            name=fp.name,
+            source=fp.source,
+            target=spec.data.target,
+            digest=fp.digest,
+            context="training",
+        )
+        run.set_tags(
+            {
+                "engage.dataset.digest": fp.digest,
+                "engage.dataset.rows": str(fp.rows),
+                "engage.dataset.source": fp.source,
+                "engage.dataset.params": str(fp.params),
+            }
+        )
+        run.log_dict(
+            {"schema": fp.schema, "params": fp.params, "rows": fp.rows}, "dataset/fingerprint.json"
+        )
+    except BaseException:
+        run.end("FAILED")
+        raise
+    return run, experiment_id
+
+
+@dataclass
+class RaySession:
+    info: SessionInfo
+    _stack: ExitStack
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+def enter_ray(options: Any) -> RaySession:
+    stack = ExitStack()
+    address = resolve_address(options.address)
+    info = stack.enter_context(
+        ray_session(address, num_cpus=options.num_cpus, verbose=options.verbose)
+    )
+    return RaySession(info, stack)
+
+
+def _shape(data: PreparedData) -> ModelShape:
+    _, window, features = data.train.x.shape
+    outputs = len(data.classes) if data.classes else 1
+    return ModelShape(window, features, outputs)
+
+
+def train(
+    loaded: LoadedSpec,
+    data: PreparedData,
+    run: PipelineRun,
+    observer: Any,
+    options: Any,
+    info: SessionInfo,
+):
+    import ray
+
+    from engage.runtime.pipeline import _MetricSink
+    from engage.runtime.reporting import EventPump, FanOut, start_hub
+    from engage.train.loop import TrainJob
+    from engage.train.trainer import check_fits, fit
+
+    spec = loaded.spec
+    hub = start_hub()
+    arrays = {
+        "train_x": data.train.x,
+        "train_y": data.train.y,
+        "val_x": data.val.x,
+        "val_y": data.val.y,
+    }
+    job = TrainJob(
+        spec.train, spec.model, spec.data.task, _shape(data), ray.put(arrays), hub, run.run_id
+    )
+    check_fits(job, info.resources)
+    pump = EventPump(hub, FanOut([_MetricSink(run), observer]))
+    return fit(
+        job, pump, storage=options.home / "ray_results", name=f"{spec.name}-{run.run_id[:8]}"
+    )
+
+
+def evaluate(loaded: LoadedSpec, data: PreparedData, outcome: Any, reporter: Reporter):
+    """Test-split metrics of the final model; returns (servable model, all final metrics)."""
+    import torch
+
+    from engage.train.evaluate import accumulate, finalize
+    from engage.train.loop import TrainJob, build_model
+    from engage.train.models import Standardized
+
+    spec = loaded.spec
+    job = TrainJob(spec.train, spec.model, spec.data.task, _shape(data), None, None, "")
+    core = build_model(job)
+    core.load_state_dict(outcome.state["model"])
+    core.eval()
+    x, y = torch.from_numpy(data.test.x), torch.from_numpy(data.test.y)
+    n_classes = _shape(data).outputs
+    metrics = finalize(
+        accumulate(core, x, y, spec.data.task, n_classes, 1024), spec.data.task, "test"
+    )
+    reporter.metrics(metrics, step=spec.train.epochs)
+    reporter.flush()
+    norm = data.normalization
+    if norm is None:
+        mean = torch.zeros(data.train.x.shape[2])
+        std = torch.ones(data.train.x.shape[2])
+    else:
+        mean, std = torch.from_numpy(norm.mean), torch.from_numpy(norm.std)
+    model = Standardized(core, mean, std).eval()
+    final = {**outcome.state.get("metrics", {}), **metrics}
+    return model, final
+
+
+def raw_inputs(data: PreparedData, n: int) -> np.ndarray:
+    """The first ``n`` test windows as the caller would send them (not normalised)."""
+    x = data.test.x[:n]
+    norm = data.normalization
+    return x if norm is None else (x * norm.std + norm.mean).astype(np.float32)
+
+
+def log_and_register(
+    loaded: LoadedSpec, data: PreparedData, run: PipelineRun, model: Any, metrics: dict
+):
+    import torch
+
+    spec = loaded.spec
+    example = raw_inputs(data, 5)
+    with torch.no_grad():
+        output = model(torch.from_numpy(example)).numpy()
+    logged = run.log_model(model, input_example=example, output_example=output)
+    run.log_dict(
+        {
+            "features": list(data.features),
+            "target": data.target,
+            "task": data.task,
+            "classes": list(data.classes) if data.classes else None,
+            "window": spec.data.window,
+        },
+        "model_card/inputs.json",
+    )
+    registration_spec = spec.tracking.registration
+    if registration_spec is None:
+        return logged.uri, None, None
+    decision = decide(registration_spec, metrics)
+    run.set_tags({"engage.gate": decision.explain()})
+    if not decision.passed:
+        return logged.uri, decision, None
+    registration = register(run.client, registration_spec.model_name, logged, run.run_id, decision)
+    return logged.uri, decision, registration

@@ -1,0 +1,110 @@
+"""Driver side of training: start the TorchTrainer, pump events while it runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engage.errors import ClusterError, EngageError, TrainingError
+from engage.runtime.reporting import EventPump
+from engage.train.loop import CHECKPOINT_FILE, TrainJob, train_loop_per_worker
+
+_POLL_S = 0.25
+
+
+@dataclass(frozen=True)
+class TrainOutcome:
+    checkpoint_uri: str
+    state: dict[str, Any]  # {"model": state_dict, "optimizer": ..., "epoch": int}
+    seconds: float
+
+
+def _scaling(job: TrainJob) -> Any:
+    from ray.train import ScalingConfig
+
+    resources = dict(job.train.resources_per_worker)
+    if job.train.use_gpu:
+        resources.setdefault("GPU", 1.0)
+    return ScalingConfig(
+        num_workers=job.train.num_workers, use_gpu=job.train.use_gpu, resources_per_worker=resources
+    )
+
+
+def check_fits(job: TrainJob, cluster: dict[str, float]) -> None:
+    """Refuse up front a job the cluster can never schedule (Ray would wait forever)."""
+    need = {k: v * job.train.num_workers for k, v in _scaling(job).resources_per_worker.items()}
+    short = {k: (v, cluster.get(k, 0.0)) for k, v in need.items() if cluster.get(k, 0.0) + 1e-9 < v}
+    if short:
+        detail = ", ".join(f"{k}: needs {n:g}, cluster has {h:g}" for k, (n, h) in short.items())
+        raise ClusterError(
+            f"{job.train.num_workers} workers x {dict(job.train.resources_per_worker)} do not fit "
+            f"the cluster ({detail})",
+            hint="lower train.num_workers or train.resources_per_worker, or add nodes",
+        )
+
+
+def _unwrap(exc: BaseException) -> EngageError | None:
+    failures = getattr(exc, "worker_failures", None) or {}
+    for failure in [*failures.values(), exc]:
+        seen: BaseException | None = failure
+        while seen is not None:
+            if isinstance(seen, EngageError):
+                return seen
+            inner = getattr(seen, "cause", None)
+            seen = inner if isinstance(inner, BaseException) else seen.__cause__
+    return None
+
+
+def fit(
+    job: TrainJob,
+    pump: EventPump,
+    *,
+    storage: Path,
+    name: str,
+    on_tick: Callable[[], None] = lambda: None,
+) -> TrainOutcome:
+    """Run training on the cluster; returns the final checkpoint's state."""
+    import torch
+    from ray.train import CheckpointConfig, RunConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    trainer = TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config={"job": job},
+        torch_config=TorchConfig(backend="nccl" if job.train.use_gpu else "gloo"),
+        scaling_config=_scaling(job),
+        run_config=RunConfig(
+            name=name,
+            storage_path=str(storage),
+            checkpoint_config=CheckpointConfig(num_to_keep=job.train.checkpoints_to_keep),
+        ),
+    )
+    box: dict[str, Any] = {}
+    started = time.perf_counter()
+
+    def _run() -> None:
+        try:
+            box["result"] = trainer.fit()
+        except BaseException as exc:  # re-raised on the driver thread below
+            box["error"] = exc
+
+    thread = threading.Thread(target=_run, name="engage-fit", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(_POLL_S)
+        pump.poll()
+        on_tick()
+    pump.poll()
+    if "error" in box:
+        err = box["error"]
+        raise _unwrap(err) or TrainingError(f"training failed: {err}") from err
+    checkpoint = box["result"].checkpoint
+    if checkpoint is None:
+        raise TrainingError("training finished without a checkpoint")
+    with checkpoint.as_directory() as d:
+        state = torch.load(Path(d) / CHECKPOINT_FILE, weights_only=False)
+    return TrainOutcome(checkpoint.path, state, time.perf_counter() - started)
