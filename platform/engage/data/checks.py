@@ -132,27 +132,30 @@ def _check_groups(column: pd.Series, name: str, where: _Where) -> None:
         )
 
 
-def _check_duplicates(frame: pd.DataFrame, keys: list[str], rows: np.ndarray, where: _Where):
+def _check_duplicates(
+    frame: pd.DataFrame, keys: list[str], rows: np.ndarray, where: _Where
+) -> None:
     """``frame`` is sorted by ``keys``; ``rows`` holds each row's original position."""
     dup = frame.duplicated(keys, keep=False).to_numpy()
     if dup.any():
         pos = np.flatnonzero(dup)
         first = frame.iloc[pos[0]]
         twins = np.sort(rows[pos[:2]])
-        group = f" in group {first[keys[0]]!r}" if len(keys) == 2 else ""
+        grouped = len(keys) == 2
+        group = f" in group {first[keys[0]]!r}" if grouped else ""
+        hint = (
+            "keep one row per time and group"
+            if grouped
+            else ("keep one row per time; if the rows are separate series, set data.source.group")
+        )
         raise where.fail(
             f"duplicate timestamp {first[keys[-1]]}{group}: {where.row(twins[0])} and "
             f"{where.row(twins[1])} ({len(pos)} rows in all share a timestamp)",
-            hint="keep one row per time"
-            + (
-                " and group"
-                if group
-                else "; if the rows are separate series, set data.source.group"
-            ),
+            hint=hint,
         )
 
 
-def _check_lengths(frame: pd.DataFrame, group: str | None, spec: DataSpec, where: _Where):
+def _check_lengths(frame: pd.DataFrame, group: str | None, spec: DataSpec, where: _Where) -> None:
     need = spec.window + spec.horizon
     sizes = frame.groupby(group, sort=True).size() if group else pd.Series({None: len(frame)})
     short = sizes[sizes < need]
@@ -197,6 +200,8 @@ def validate_frame(frame: pd.DataFrame, spec: DataSpec, origin: str) -> pd.DataF
     keys = [time] if group is None else [group, time]
     needed = list(dict.fromkeys([time, *keys, *spec.features, spec.target]))
     _check_present(frame, needed, where)
+    if frame.empty:
+        raise where.fail("the table has no data rows", hint="supply at least window + horizon rows")
     out = pd.DataFrame(index=pd.RangeIndex(len(frame)))
     for name in needed:
         column = frame[name].reset_index(drop=True)

@@ -120,8 +120,22 @@ def _cooking(rng: np.random.Generator, p: dict, day: _Day, home: np.ndarray) -> 
     return on & home
 
 
-def _co2(p: dict, people: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True)
+class _State:
+    """Per household and minute (arrays of shape (H, D, 1440)): who is home, awake, cooking."""
+
+    home: np.ndarray
+    awake: np.ndarray
+    cooking: np.ndarray
+
+
+Rng = np.random.Generator
+Params = dict[str, np.ndarray]
+
+
+def _co2(p: Params, st: _State) -> np.ndarray:
     """First-order mass balance: per-person source, ventilation towards outdoor air."""
+    people = p["residents"] * st.home * np.where(st.awake, 1.0, 0.75)  # sleepers breathe less
     k = p["ventilation"][:, :, 0]
     flat = people.reshape(people.shape[0], -1)
     a = np.broadcast_to(1.0 - k, flat.shape)
@@ -129,45 +143,85 @@ def _co2(p: dict, people: np.ndarray) -> np.ndarray:
     return _recur(a, b, b[:, 0] / k[:, 0])
 
 
-def _temperature(rng, p: dict, home, awake, cooking, outdoor) -> np.ndarray:
+def _temperature(rng: Rng, p: Params, st: _State, outdoor: np.ndarray) -> np.ndarray:
     """Thermostat: fast to the setpoint when home, slow drift to the setback when away."""
-    goal = np.where(awake, p["setpoint"], np.where(home, p["setpoint"] - p["night_drop"], 0.0))
-    goal = np.where(home, goal, p["setback"]) + 0.08 * (outdoor - 5.0) + 0.6 * cooking
-    k = np.where(home, 1 / 25, 1 / 150)
+    night = p["setpoint"] - p["night_drop"]
+    goal = np.where(st.awake, p["setpoint"], np.where(st.home, night, p["setback"]))
+    goal = goal + 0.08 * (outdoor - 5.0) + 0.6 * st.cooking
+    k = np.where(st.home, 1 / 25, 1 / 150)
     h = goal.shape[0]
     a, b = (1.0 - k).reshape(h, -1), (k * goal).reshape(h, -1)
     return _recur(a, b, goal[:, 0, 0] + rng.normal(0, 0.3, h))
 
 
-def _humidity(rng, p: dict, day: _Day, awake, cooking) -> np.ndarray:
+def _humidity(rng: Rng, p: Params, day: _Day, st: _State) -> np.ndarray:
     """Relative humidity relaxing to a base level, with shower and cooking spikes."""
     m = np.arange(MINUTES)
     shape = day.wake.shape
     shower_start = day.wake + rng.uniform(5, 20, shape)
     shower = (rng.random(shape) < p["shower_prob"]) & (m >= shower_start) & (m < shower_start + 10)
     k = 1 / 45
-    source = 0.9 * (shower & awake) + 0.15 * cooking
-    goal = p["humidity_base"] + 1.5 * p["residents"] * awake
+    source = 0.9 * (shower & st.awake) + 0.15 * st.cooking
+    goal = p["humidity_base"] + 1.5 * p["residents"] * st.awake
     h = goal.shape[0]
     b = (k * goal + source).reshape(h, -1)
     return _recur(np.full_like(b, 1.0 - k), b, p["humidity_base"][:, 0, 0])
 
 
-def _power(rng, p: dict, awake, cooking) -> np.ndarray:
+def _power(rng: Rng, p: Params, st: _State) -> np.ndarray:
     """Base load with a cycling fridge, appliances while awake at home, stove peaks."""
-    m = np.arange(awake.shape[1] * MINUTES).reshape(1, -1, MINUTES)
-    phase = rng.integers(0, 40, (awake.shape[0], 1, 1))
+    shape = st.awake.shape
+    m = np.arange(shape[1] * MINUTES).reshape(1, -1, MINUTES)
+    phase = rng.integers(0, 40, (shape[0], 1, 1))
     fridge = p["fridge"] * (((m + phase) % 40) < 15)
-    use = p["appliance"] * rng.lognormal(0.0, 0.5, awake.shape) * awake
-    stove = p["cook_power"] * rng.uniform(0.7, 1.0, awake.shape) * cooking
-    return p["base_load"] + fridge + use + stove
+    use = p["appliance"] * rng.lognormal(0.0, 0.5, shape) * st.awake
+    stove = p["cook_power"] * rng.uniform(0.7, 1.0, shape) * st.cooking
+    return (p["base_load"] + fridge + use + stove).reshape(shape[0], -1)
 
 
-def _motion(rng, p: dict, awake, cooking) -> np.ndarray:
+def _motion(rng: Rng, p: Params, st: _State) -> np.ndarray:
     """PIR events: only while someone is awake at home, more likely with more people."""
     rate = 1.0 - (1.0 - p["motion_rate"]) ** p["residents"]
-    rate = np.where(cooking, 0.8, rate)
-    return (rng.random(awake.shape) < rate) & awake
+    rate = np.where(st.cooking, 0.8, rate)
+    return (rng.random(st.awake.shape) < rate) & st.awake
+
+
+def _simulate(rng: Rng, days: int, day0: pd.Timestamp, households: int) -> dict[str, np.ndarray]:
+    """Noiseless sensors and labels, each of shape (households, days * 1440)."""
+    dow = pd.date_range(day0, periods=days, freq="D").dayofweek.to_numpy()[None, :, None]
+    p = _household_params(rng, households)
+    day = _schedule(rng, p, dow)
+    m = np.arange(MINUTES)
+    home = ~(day.away & (m >= day.leave) & (m < day.back))
+    awake = home & (m >= day.wake) & (m < day.sleep)
+    st = _State(home=home, awake=awake, cooking=_cooking(rng, p, day, home))
+    # The same weather for every household: a daily mean and a cycle peaking mid-afternoon.
+    outdoor = rng.normal(3.0, 2.0, (1, days, 1)) + 4.0 * np.sin(2 * np.pi * (m / 60 - 9) / 24)
+    flat = (households, days * MINUTES)
+    return {
+        "temperature": _temperature(rng, p, st, outdoor),
+        "humidity": _humidity(rng, p, day, st),
+        "co2": _co2(p, st),
+        "motion": _motion(rng, p, st).reshape(flat).astype(np.int64),
+        "power": _power(rng, p, st),
+        "occupied": np.broadcast_to(home, awake.shape).reshape(flat).astype(np.int64),
+    }
+
+
+# Sensor: (noise sd at noise=1, decimals the sensor reports, lowest and highest reading).
+_SENSORS = {
+    "temperature": (0.1, 2, -50.0, 60.0),
+    "humidity": (1.0, 1, 5.0, 100.0),
+    "co2": (12.0, 0, 0.0, None),
+    "power": (6.0, 1, 0.0, None),
+}
+
+
+def _add_noise(rng: Rng, sensors: dict[str, np.ndarray], noise: float) -> None:
+    """Gaussian sensor noise and the resolution a real sensor reports, in place."""
+    for name, (sd, digits, low, high) in _SENSORS.items():
+        noisy = sensors[name] + rng.normal(0.0, sd * noise, sensors[name].shape)
+        sensors[name] = np.clip(np.round(noisy, digits), low, high)
 
 
 def generate_smart_living(
@@ -196,42 +250,14 @@ def generate_smart_living(
     """
     rng = np.random.default_rng(seed)
     day0 = pd.Timestamp(start).normalize()
-    dow = pd.date_range(day0, periods=days, freq="D").dayofweek.to_numpy()[None, :, None]
-    p = _household_params(rng, households)
-    day = _schedule(rng, p, dow)
-    m = np.arange(MINUTES)
-    home = ~(day.away & (m >= day.leave) & (m < day.back))
-    awake = home & (m >= day.wake) & (m < day.sleep)
-    cooking = _cooking(rng, p, day, home)
-    hour = m / 60.0
-    outdoor = rng.normal(3.0, 2.0, (1, days, 1)) + 4.0 * np.sin(2 * np.pi * (hour - 9) / 24)
-    people = p["residents"] * home * np.where(awake, 1.0, 0.75)  # sleepers breathe less
+    sensors = _simulate(rng, days, day0, households)
+    _add_noise(rng, sensors, noise)
     n = days * MINUTES
-    shape = (households, n)
-    sensors = {
-        "temperature": _temperature(rng, p, home, awake, cooking, outdoor),
-        "humidity": _humidity(rng, p, day, awake, cooking),
-        "co2": _co2(p, people),
-        "power": _power(rng, p, awake, cooking).reshape(shape),
-    }
-    spread = {"temperature": 0.1, "humidity": 1.0, "co2": 12.0, "power": 6.0}
-    digits = {"temperature": 2, "humidity": 1, "co2": 0, "power": 1}
-    for name, values in sensors.items():
-        noisy = values + rng.normal(0.0, spread[name] * noise, shape)
-        sensors[name] = np.round(noisy, digits[name]).ravel()
-    sensors["humidity"] = np.clip(sensors["humidity"], 5.0, 100.0)
-    sensors["power"] = np.maximum(sensors["power"], 0.0)
     width = max(2, len(str(households - 1)))
-    frame = pd.DataFrame(
-        {
-            "timestamp": np.tile(pd.date_range(day0, periods=n, freq="min").to_numpy(), households),
-            "household": np.repeat([f"h{i:0{width}d}" for i in range(households)], n).astype(
-                object
-            ),
-            **{k: sensors[k] for k in ("temperature", "humidity", "co2")},
-            "motion": _motion(rng, p, awake, cooking).reshape(-1).astype(np.int64),
-            "power": sensors["power"],
-            "occupied": np.broadcast_to(home, awake.shape).reshape(-1).astype(np.int64),
-        }
-    )
-    return frame
+    ids = np.array([f"h{i:0{width}d}" for i in range(households)], dtype=object)
+    columns = {
+        "timestamp": np.tile(pd.date_range(day0, periods=n, freq="min").to_numpy(), households),
+        "household": np.repeat(ids, n),
+        **{name: sensors[name].ravel() for name in COLUMNS[2:]},
+    }
+    return pd.DataFrame(columns)

@@ -114,7 +114,7 @@ def sample_starts(
     return [np.concatenate(parts) if parts else np.empty(0, np.int64) for parts in chosen]
 
 
-def _check_split(name: str, n: int, spec: DataSpec, t1: np.datetime64, t2: np.datetime64):
+def _check_split(name: str, n: int, spec: DataSpec, t1: np.datetime64, t2: np.datetime64) -> None:
     if n == 0:
         t1, t2 = pd.Timestamp(t1), pd.Timestamp(t2)
         spans = {"train": f"before {t1}", "val": f"from {t1} to {t2}", "test": f"from {t2} on"}

@@ -178,6 +178,12 @@ def test_too_few_rows_names_the_group_and_the_numbers(tmp_path: Path, kind: str)
     assert "group 'b' has 6 rows, fewer than window + horizon = 5 + 2 = 7" in message
 
 
+def test_header_only_table_is_refused(tmp_path: Path, kind: str) -> None:
+    message = _prepare_error(clean_table().iloc[:0], tmp_path, kind)
+
+    assert "the table has no data rows" in message
+
+
 def test_missing_group_id_names_the_row(tmp_path: Path, kind: str) -> None:
     table = clean_table()
     table.loc[4, "site"] = None
