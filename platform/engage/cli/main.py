@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import traceback
@@ -51,6 +52,8 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 def _guarded(fn: Callable[[], None]) -> None:
     """Run a command body: EngageError -> headline + exit code, anything else -> internal."""
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    # MLflow logs schema migrations at INFO on every new store; users need none of it.
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
     try:
         fn()
         code = exit_codes.OK

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,9 +95,12 @@ class PipelineRun:
         from mlflow.entities import DatasetInput, InputTag
         from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
-        dataset = mlflow.data.from_pandas(
-            frame, source=source, targets=target, name=name, digest=digest[:36]
-        )
+        with warnings.catch_warnings():
+            # "source can be interpreted in multiple ways": both readings are local paths.
+            warnings.simplefilter("ignore", UserWarning)
+            dataset = mlflow.data.from_pandas(
+                frame, source=source, targets=target, name=name, digest=digest[:36]
+            )
         entity = DatasetInput(
             dataset._to_mlflow_entity(), [InputTag(MLFLOW_DATASET_CONTEXT, context)]
         )
@@ -112,7 +116,10 @@ class PipelineRun:
         from mlflow.entities import LoggedModelOutput, LoggedModelStatus
         from mlflow.models import infer_signature
 
-        signature = infer_signature(input_example, output_example)
+        with warnings.catch_warnings():
+            # The hint about integer columns does not apply: inputs are float32 windows.
+            warnings.simplefilter("ignore", UserWarning)
+            signature = infer_signature(input_example, output_example)
         logged = _call(
             self.client.create_logged_model,
             self.ref.experiment_id,

@@ -1,0 +1,47 @@
+# engage: the two commands are `make quickstart` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: quickstart test test-unit lint format bench constraints clean
+
+# Create .venv and install engage with the exact tested dependency set.
+$(STAMP): pyproject.toml constraints.txt
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; engage needs Python 3.11"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+## Set up .venv and run the quickstart pipeline end to end (about two minutes after install).
+quickstart: $(STAMP)
+	$(BIN)/engage quickstart
+
+## Install what the tests need and run the whole suite (unit, integration, e2e).
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+## Run every benchmark script; each rewrites its section of docs/BENCHMARKS.md.
+bench: $(STAMP)
+	$(BIN)/python benchmarks/quickstart_walltime.py
+
+## Regenerate constraints.txt from the current .venv (after changing dependencies).
+constraints: $(STAMP)
+	( echo "# The exact tested set. Regenerate with: make constraints"; \
+	  $(BIN)/python -m pip freeze --exclude-editable | sed -e 's/^torch==.*/torch==2.13.0/' ) > constraints.txt
+
+clean:
+	rm -rf .engage .pytest_cache .ruff_cache

@@ -1,0 +1,112 @@
+"""Wall time of `engage quickstart` (install excluded) and where it goes.
+
+Each repetition runs the CLI as a new user would: a fresh ENGAGE_HOME, so the MLflow
+database is created too. The split comes from the stage timings the runner logs to
+MLflow (``stage_*_seconds``); "CLI start-up" is the rest (interpreter, imports, exit).
+The baseline, measured in the same run, is the floor any Ray Train job pays here: a bare
+``ray.init`` plus a 2-worker TorchTrainer whose loop does nothing.
+
+    python benchmarks/quickstart_walltime.py [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _report import git_commit, machine, write_section
+
+REPO = Path(__file__).resolve().parents[1]
+ENGAGE = Path(sys.executable).with_name("engage")
+STAGES = ("data", "tracking", "ray", "train", "evaluate", "register")
+
+BASELINE = """
+import ray
+from ray.train import ScalingConfig, RunConfig
+from ray.train.torch import TorchTrainer
+import sys
+ray.init(address="local", num_cpus=2, log_to_driver=False, logging_level="ERROR")
+TorchTrainer(lambda: None, scaling_config=ScalingConfig(num_workers=2),
+             run_config=RunConfig(name="floor", storage_path=sys.argv[1])).fit()
+ray.shutdown()
+"""
+
+
+def run_quickstart() -> tuple[float, dict[str, float]]:
+    from mlflow import MlflowClient
+
+    with tempfile.TemporaryDirectory() as home:
+        started = time.perf_counter()
+        subprocess.run(
+            [str(ENGAGE), "quickstart", "--home", home], cwd=REPO, check=True, capture_output=True
+        )
+        wall = time.perf_counter() - started
+        client = MlflowClient(f"sqlite:///{home}/mlflow.db")
+        run = client.search_runs([client.get_experiment_by_name("quickstart").experiment_id])[0]
+        stages = {s: run.data.metrics.get(f"stage_{s}_seconds", 0.0) for s in STAGES}
+    stages["cli start-up"] = wall - sum(stages.values())
+    return wall, stages
+
+
+def run_baseline() -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", BASELINE, tmp], check=True, capture_output=True)
+        return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    walls, splits, floors = [], [], []
+    for i in range(args.repeat):
+        wall, split = run_quickstart()
+        floor = run_baseline()
+        walls.append(wall)
+        splits.append(split)
+        floors.append(floor)
+        print(f"repetition {i + 1}: quickstart {wall:.1f} s, bare Ray Train floor {floor:.1f} s")
+    med = statistics.median(walls)
+    floor = statistics.median(floors)
+    rows = "\n".join(
+        f"| {k} | {statistics.median(s[k] for s in splits):.1f} | "
+        f"{100 * statistics.median(s[k] for s in splits) / med:.0f}% |"
+        for k in splits[0]
+    )
+    largest = max(splits[0], key=lambda k: statistics.median(s[k] for s in splits))
+    body = f"""## `make quickstart` wall time (issue 2)
+
+Machine: {machine()}. Commit {git_commit()}. Command: `python benchmarks/quickstart_walltime.py --repeat {args.repeat}`
+(runs `engage quickstart` with a fresh ENGAGE_HOME each time; install excluded).
+
+| figure | value |
+| --- | --- |
+| quickstart wall time, median of {args.repeat} | **{med:.1f} s** (runs: {", ".join(f"{w:.1f}" for w in walls)}) |
+| target | ≤ 120 s → {"met" if med <= 120 else "NOT met"} |
+| baseline: bare `ray.init` + empty 2-worker TorchTrainer, same run | {floor:.1f} s |
+| ratio quickstart / baseline | {med / floor:.2f}× |
+
+Split (median seconds per stage):
+
+| stage | seconds | share |
+| --- | --- | --- |
+{rows}
+
+Largest cost: **{largest}**. Training's share is almost all Ray Train start-up (worker
+processes, torch import, gloo process group): the baseline above, which trains nothing,
+costs {floor:.0f} s of the {med:.0f} s. What would cut it: keeping a warm Ray cluster
+between runs (`ray start --head` once, then `--address auto`), which removes the Ray start
+and most worker start-up from every run after the first.
+"""
+    write_section("quickstart", body)
+    print(body)
+
+
+if __name__ == "__main__":
+    main()

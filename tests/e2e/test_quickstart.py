@@ -1,0 +1,53 @@
+"""The quickstart as a new user runs it: one command, a registered model at the end."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+pytestmark = pytest.mark.e2e
+
+
+def test_quickstart_trains_tracks_and_registers(run_engage, tmp_path: Path) -> None:
+    result = run_engage("quickstart", timeout=400)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    run_id = re.search(r"run id: ([0-9a-f]{32})", out).group(1)
+    assert "registered model smart-home-occupancy version 1 (alias @candidate)" in out
+    assert "mlflow ui --backend-store-uri sqlite:///" in out
+    assert "epoch 5/5" in out
+    assert "Traceback" not in out + result.stderr
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/.engage/mlflow.db")
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    # Parameters: the resolved spec, flattened.
+    assert run.data.params["train.epochs"] == "5"
+    assert run.data.params["model.name"] == "mlp"
+    assert run.data.params["data.source.type"] == "synthetic"
+    # Per-epoch metrics, one point per epoch.
+    history = client.get_metric_history(run_id, "val_accuracy")
+    assert [m.step for m in history] == [1, 2, 3, 4, 5]
+    assert all(0.0 <= m.value <= 1.0 for m in history)
+    for key in ("train_loss", "samples_per_second", "epoch_seconds", "test_accuracy", "test_f1"):
+        assert key in run.data.metrics
+    # Lineage: dataset input with our fingerprint, spec file as an artifact.
+    (dataset_input,) = run.inputs.dataset_inputs
+    assert dataset_input.dataset.name == "synthetic-smart-living"
+    assert run.data.tags["engage.dataset.digest"].startswith(dataset_input.dataset.digest[:8])
+    artifacts = {a.path for a in client.list_artifacts(run_id, "spec")}
+    assert artifacts == {"spec/quickstart.yaml", "spec/resolved.json"}
+    # The model: logged with a signature and registered behind the gate.
+    (version,) = client.search_model_versions("name='smart-home-occupancy'")
+    assert version.run_id == run_id
+    assert client.get_model_version_by_alias("smart-home-occupancy", "candidate").version == "1"
+    assert "gate passed: val_accuracy" in version.tags["engage.gate"]
+    logged = client.get_logged_model(version.model_id)
+    assert logged.source_run_id == run_id
+    assert (Path(logged.artifact_location.removeprefix("file://")) / "MLmodel").read_text().count(
+        "signature:"
+    ) == 1
