@@ -44,10 +44,14 @@ def test_quickstart_trains_tracks_and_registers(run_engage, tmp_path: Path) -> N
     # The model: logged with a signature and registered behind the gate.
     (version,) = client.search_model_versions("name='smart-home-occupancy'")
     assert version.run_id == run_id
-    assert client.get_model_version_by_alias("smart-home-occupancy", "candidate").version == "1"
+    assert (
+        str(client.get_model_version_by_alias("smart-home-occupancy", "candidate").version) == "1"
+    )
     assert "gate passed: val_accuracy" in version.tags["engage.gate"]
-    logged = client.get_logged_model(version.model_id)
+    (output,) = run.outputs.model_outputs
+    logged = client.get_logged_model(output.model_id)
     assert logged.source_run_id == run_id
+    assert version.source == logged.artifact_location
     assert (Path(logged.artifact_location.removeprefix("file://")) / "MLmodel").read_text().count(
         "signature:"
     ) == 1
