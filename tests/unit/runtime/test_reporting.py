@@ -1,0 +1,222 @@
+"""The one report path: Reporter buffering, labels, fan-out to sinks, the hub's queue."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import pytest
+
+from engage.runtime import reporting
+from engage.runtime.reporting import Event, EventHub, FanOut, HubTransport, Reporter
+
+
+class _Recorder:
+    """A transport and a sink at once: keeps every batch it gets, and each ``wait``."""
+
+    def __init__(self, log: list | None = None, name: str = "") -> None:
+        self.batches: list[list[Event]] = []
+        self.waits: list[bool] = []
+        self._log = log
+        self._name = name
+
+    def send(self, events: list[Event], wait: bool = False) -> None:
+        self.batches.append(list(events))
+        self.waits.append(wait)
+
+    def emit(self, events: Sequence[Event]) -> None:
+        self.batches.append(list(events))
+        if self._log is not None:
+            self._log.append(self._name)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    fake = _Clock()
+    monkeypatch.setattr(reporting.time, "monotonic", fake)
+    return fake
+
+
+def test_events_stay_buffered_until_max_batch(clock: _Clock) -> None:
+    sink = _Recorder()
+    reporter = Reporter(sink, max_batch=3, max_age_s=60)
+
+    reporter.metric("a", 1)
+    reporter.metric("b", 2)
+    sent_before = len(sink.batches)
+    reporter.metric("c", 3)
+
+    assert sent_before == 0
+    assert [[e.name for e in b] for b in sink.batches] == [["a", "b", "c"]]
+
+
+def test_buffer_goes_out_once_the_oldest_event_is_older_than_max_age(clock: _Clock) -> None:
+    sink = _Recorder()
+    reporter = Reporter(sink, max_batch=100, max_age_s=0.5)
+
+    reporter.metric("a", 1)
+    clock.now += 0.4
+    reporter.metric("b", 2)
+    sent_while_young = len(sink.batches)
+    clock.now += 0.2  # the first event is now 0.6 s old
+    reporter.metric("c", 3)
+
+    assert sent_while_young == 0
+    assert [[e.name for e in b] for b in sink.batches] == [["a", "b", "c"]]
+
+
+def test_age_restarts_with_the_first_event_after_a_flush(clock: _Clock) -> None:
+    sink = _Recorder()
+    reporter = Reporter(sink, max_batch=100, max_age_s=0.5)
+    reporter.metric("a", 1)
+    reporter.flush()
+
+    clock.now += 10.0  # long idle: the next event starts a fresh buffer
+    reporter.metric("b", 2)
+
+    assert len(sink.batches) == 1
+
+
+def test_flush_sends_what_is_buffered_and_passes_wait(clock: _Clock) -> None:
+    sink = _Recorder()
+    reporter = Reporter(sink, max_batch=100, max_age_s=60)
+    reporter.metric("a", 1, step=4)
+
+    reporter.flush(wait=True)
+    reporter.flush()  # nothing buffered: sends nothing
+
+    assert len(sink.batches) == 1
+    assert sink.waits == [True]
+    (event,) = sink.batches[0]
+    assert (event.kind, event.name, event.value, event.step) == ("metric", "a", 1.0, 4)
+
+
+def test_with_labels_merges_and_leaves_the_parent_alone(clock: _Clock) -> None:
+    sink = _Recorder()
+    parent = Reporter(sink, {"job": "j1", "rank": "0"}, max_batch=100)
+
+    child = parent.with_labels(rank="3", stage="train")
+    child.metric("a", 1)
+    parent.metric("b", 2)
+    child.flush()
+    parent.flush()
+
+    assert dict(sink.batches[0][0].labels) == {"job": "j1", "rank": "3", "stage": "train"}
+    assert dict(sink.batches[1][0].labels) == {"job": "j1", "rank": "0"}
+
+
+def test_metrics_share_one_timestamp_and_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    ticks = itertools.count(1_000)
+    monkeypatch.setattr(reporting, "now_ms", lambda: next(ticks))
+    sink = _Recorder()
+    reporter = Reporter(sink, max_batch=100)
+
+    reporter.metrics({"loss": 0.5, "acc": 0.9, "f1": 0.8}, step=7)
+    reporter.flush()
+
+    (batch,) = sink.batches
+    assert [e.name for e in batch] == ["loss", "acc", "f1"]
+    assert {e.timestamp_ms for e in batch} == {1_000}
+    assert {e.step for e in batch} == {7}
+
+
+def test_lifecycle_event_is_sent_at_once_with_what_came_before(clock: _Clock) -> None:
+    sink = _Recorder()
+    reporter = Reporter(sink, max_batch=100, max_age_s=60)
+    reporter.progress("step", step=1)
+
+    reporter.lifecycle("started", attempt=1)
+
+    (batch,) = sink.batches
+    assert [(e.kind, e.name) for e in batch] == [("progress", "step"), ("lifecycle", "started")]
+    assert dict(batch[1].data) == {"attempt": 1}
+    assert batch[1].value is None
+
+
+def test_fanout_gives_every_sink_each_batch_in_sink_order() -> None:
+    order: list[str] = []
+    first, second, third = (_Recorder(order, n) for n in ("first", "second", "third"))
+    fanout = FanOut([first, second, third])
+    batch1, batch2 = [Event("metric", "a", 1.0)], [Event("metric", "b", 2.0)]
+
+    fanout.send(batch1)
+    fanout.send(batch2)
+
+    assert order == ["first", "second", "third"] * 2
+    for sink in (first, second, third):
+        assert sink.batches == [batch1, batch2]
+
+
+def test_reporter_through_fanout_reaches_every_sink() -> None:
+    a, b = _Recorder(), _Recorder()
+    reporter = Reporter(FanOut([a, b]), {"stage": "driver"})
+
+    reporter.metrics({"x": 1.0, "y": 2.0})
+    reporter.flush()
+
+    assert [e.name for e in a.batches[0]] == ["x", "y"] == [e.name for e in b.batches[0]]
+
+
+def test_hub_drains_pushes_in_order_then_is_empty() -> None:
+    hub = EventHub()
+    e1, e2, e3 = (Event("metric", n, 1.0) for n in ("a", "b", "c"))
+
+    hub.push([e1, e2])
+    hub.push([e3])
+    first = hub.drain()
+    second = hub.drain()
+
+    assert first == [e1, e2, e3]
+    assert second == []
+
+
+class _FakeRemote:
+    def __init__(self, hub: EventHub) -> None:
+        self.remote = hub.push
+
+
+class _FakeHubHandle:
+    def __init__(self, hub: EventHub) -> None:
+        self.push = _FakeRemote(hub)
+
+
+def test_hub_transport_pushes_batches_to_the_hub_without_waiting() -> None:
+    hub = EventHub()
+    reporter = Reporter(HubTransport(_FakeHubHandle(hub)), max_batch=2)
+
+    reporter.metric("a", 1)
+    reporter.metric("b", 2)
+
+    assert [e.name for e in hub.drain()] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("value", "finite"),
+    [
+        (None, True),
+        (0.0, True),
+        (-3.5, True),
+        (math.nan, False),
+        (math.inf, False),
+        (-math.inf, False),
+    ],
+)
+def test_event_is_finite(value: float | None, finite: bool) -> None:
+    assert Event("metric", "m", value).is_finite is finite
+
+
+def test_event_timestamp_defaults_to_now() -> None:
+    before = reporting.now_ms()
+
+    event = Event("progress", "tick")
+
+    assert before <= event.timestamp_ms <= reporting.now_ms()

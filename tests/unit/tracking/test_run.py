@@ -1,0 +1,196 @@
+"""PipelineRun against a real SQLite store: tags, params, metrics, dataset, model, status."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import mlflow.pytorch
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from engage.runtime.reporting import Event
+from engage.tracking import PipelineRun
+from engage.train.models import MLP, Standardized
+
+
+def _git(repo: Path, *args: str) -> str:
+    cmd = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args]
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def git_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    repo = tmp_path_factory.mktemp("repo")
+    _git(repo, "init", "-q")
+    (repo / "spec.yaml").write_text("name: x\n")
+    _git(repo, "add", "spec.yaml")
+    _git(repo, "commit", "-q", "-m", "spec")
+    return repo, _git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def run(client: Any, experiment_id: str, tmp_path: Path) -> PipelineRun:
+    return PipelineRun.start(client, experiment_id, "unit", {}, tmp_path)
+
+
+def test_start_tags_the_git_commit_and_environment(
+    client: Any, experiment_id: str, git_repo: tuple[Path, str]
+) -> None:
+    repo, commit = git_repo
+
+    started = PipelineRun.start(client, experiment_id, "with-git", {"engage.pipeline": "p"}, repo)
+
+    got = client.get_run(started.run_id)
+    tags = got.data.tags
+    assert tags["mlflow.source.git.commit"] == commit
+    assert tags["mlflow.source.name"] == "engage"
+    assert tags["mlflow.runName"] == "with-git"
+    assert tags["engage.pipeline"] == "p"
+    assert {"engage.version", "engage.python", "engage.torch"} <= set(tags)
+    assert got.info.status == "RUNNING"
+    assert started.ref.experiment_id == experiment_id
+    assert started.ref.tracking_uri == client.tracking_uri
+
+
+def test_start_outside_git_has_no_commit_tag(run: PipelineRun) -> None:
+    tags = run.client.get_run(run.run_id).data.tags
+
+    assert "mlflow.source.git.commit" not in tags
+
+
+def test_params_are_the_flattened_spec(run: PipelineRun) -> None:
+    spec = {
+        "name": "p",
+        "train": {"epochs": 3, "optim": {"lr": 0.01}},
+        "data": {"features": ["a", "b"], "normalize": True},
+        "tracking": {"registration": None},
+    }
+
+    run.log_params(spec)
+
+    assert run.client.get_run(run.run_id).data.params == {
+        "name": "p",
+        "train.epochs": "3",
+        "train.optim.lr": "0.01",
+        "data.features": "['a', 'b']",
+        "data.normalize": "True",
+        "tracking.registration": "None",
+    }
+
+
+def test_more_params_than_one_batch_all_land(run: PipelineRun) -> None:
+    spec = {"grid": {f"p{i:03d}": i for i in range(250)}}
+
+    run.log_params(spec)
+
+    params = run.client.get_run(run.run_id).data.params
+    assert len(params) == 250
+    assert params["grid.p249"] == "249"
+
+
+def test_metric_events_keep_their_timestamp_and_step(run: PipelineRun) -> None:
+    events = [
+        Event("metric", "val_loss", 0.9, step=1, timestamp_ms=1_700_000_000_000),
+        Event("metric", "val_loss", 0.5, step=2, timestamp_ms=1_700_000_060_000),
+        Event("metric", "test_loss", 0.4, step=None, timestamp_ms=1_700_000_120_000),
+        Event("progress", "epoch", None, step=2),
+        Event("lifecycle", "started"),
+    ]
+
+    run.log_metric_events(events)
+
+    history = run.client.get_metric_history(run.run_id, "val_loss")
+    assert [(m.value, m.step, m.timestamp) for m in history] == [
+        (0.9, 1, 1_700_000_000_000),
+        (0.5, 2, 1_700_000_060_000),
+    ]
+    (test_loss,) = run.client.get_metric_history(run.run_id, "test_loss")
+    assert (test_loss.step, test_loss.timestamp) == (0, 1_700_000_120_000)
+    assert set(run.client.get_run(run.run_id).data.metrics) == {"val_loss", "test_loss"}
+
+
+def test_more_metric_events_than_one_batch_all_land(run: PipelineRun) -> None:
+    events = [Event("metric", "m", float(i), step=i, timestamp_ms=1_000 + i) for i in range(2_345)]
+
+    run.log_metric_events(events)
+
+    history = run.client.get_metric_history(run.run_id, "m")
+    assert sorted(m.step for m in history) == list(range(2_345))
+    assert {m.step: m.value for m in history}[2_344] == 2_344.0
+
+
+def test_dataset_input_carries_our_name_digest_and_context(
+    run: PipelineRun, tmp_path: Path
+) -> None:
+    frame = pd.DataFrame(
+        {
+            "t": pd.date_range("2026-01-01", periods=5, freq="min"),
+            "x": np.arange(5.0),
+            "y": [0.0, 1.0, 0.0, 1.0, 0.0],
+        }
+    )
+    digest = "0123456789abcdef" * 4
+
+    run.log_dataset(
+        frame,
+        name="sensors",
+        source=str(tmp_path / "d.csv"),
+        target="y",
+        digest=digest,
+        context="training",
+    )
+
+    (dataset_input,) = run.client.get_run(run.run_id).inputs.dataset_inputs
+    dataset = dataset_input.dataset
+    assert dataset.name == "sensors"
+    assert digest.startswith(dataset.digest)
+    assert len(dataset.digest) >= 16
+    assert str(tmp_path / "d.csv") in dataset.source
+    assert {(t.key, t.value) for t in dataset_input.tags} == {("mlflow.data.context", "training")}
+
+
+def test_text_and_dict_artifacts_are_logged(run: PipelineRun, tmp_path: Path) -> None:
+    run.log_text("name: x\n", "spec/spec.yaml")
+    run.log_dict({"a": 1}, "spec/resolved.json")
+
+    names = sorted(f.path for f in run.client.list_artifacts(run.run_id, "spec"))
+    local = run.client.download_artifacts(run.run_id, "spec/resolved.json", str(tmp_path))
+
+    assert names == ["spec/resolved.json", "spec/spec.yaml"]
+    assert Path(local).read_text() == '{\n  "a": 1\n}'
+
+
+def test_logged_model_loads_back_and_gives_the_same_output(
+    run: PipelineRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch.manual_seed(0)
+    core = MLP(window=4, features=3, outputs=2, hidden=8, layers=1, dropout=0.0)
+    model = Standardized(core, torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0.5, 1.0, 2.0])).eval()
+    example = np.random.default_rng(0).normal(size=(5, 4, 3)).astype(np.float32)
+    with torch.no_grad():
+        expected = model(torch.from_numpy(example)).numpy()
+
+    logged = run.log_model(model, input_example=example, output_example=expected)
+    # models:/<id> resolves through MLflow's global URI; point it at this store for the load.
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", run.client.tracking_uri)
+    loaded = mlflow.pytorch.load_model(logged.uri)
+
+    assert logged.uri == f"models:/{logged.model_id}"
+    with torch.no_grad():
+        np.testing.assert_allclose(loaded(torch.from_numpy(example)).numpy(), expected, rtol=1e-6)
+    outputs = run.client.get_run(run.run_id).outputs.model_outputs
+    assert [o.model_id for o in outputs] == [logged.model_id]
+    assert run.client.get_logged_model(logged.model_id).status.name == "READY"
+
+
+@pytest.mark.parametrize("status", ["FINISHED", "FAILED", "KILLED"])
+def test_end_sets_the_status(run: PipelineRun, status: str) -> None:
+    run.end(status)
+
+    info = run.client.get_run(run.run_id).info
+    assert info.status == status
+    assert info.end_time is not None
