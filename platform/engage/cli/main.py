@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from engage.cli import exit_codes
+from engage.cli.models import app as models_app
 from engage.errors import EngageError
 
 app = typer.Typer(
@@ -23,6 +24,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.add_typer(models_app, name="models")
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
