@@ -140,6 +140,18 @@ def quickstart(
     _guarded(body)
 
 
+@app.command()
+def sync(
+    home: HomeOption = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to keep trying.")] = 60.0,
+) -> None:
+    """Send every spooled run, metric and artifact still waiting to MLflow."""
+    from engage import env_vars
+    from engage.cli.sync import sync as do_sync
+
+    _guarded(lambda: do_sync(env_vars.engage_home(home), timeout, out))
+
+
 def _run_file(file: Path, sets: list[str], address, tracking_uri, home, verbose):
     from engage import env_vars
     from engage.cli.progress import RunDisplay

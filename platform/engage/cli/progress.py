@@ -20,7 +20,7 @@ from engage.train.metrics import PRIMARY_VAL_METRIC
 
 _STAGE_TEXT = {
     "data": "loading and checking data",
-    "tracking": "opening the MLflow run",
+    "tracking": "waiting for MLflow to have every point",
     "ray": "starting Ray",
     "train": "training",
     "evaluate": "evaluating on the test split",
@@ -77,6 +77,11 @@ class RunDisplay:
                 self.progress.update(self._epoch_task, completed=done)
             elif event.kind == "progress" and event.name == "epoch":
                 self._epoch(event.data)
+            elif event.kind == "lifecycle" and "message" in event.data:
+                style = "red" if event.name == "training_health" else "yellow"
+                self.console.print(
+                    f"[{style}]{event.name}:[/] {event.data['message']}", markup=True
+                )
 
     def _epoch(self, d: dict[str, Any]) -> None:
         text = (

@@ -19,8 +19,16 @@ def print_summary(console: Console, loaded: LoadedSpec, result: PipelineResult) 
     console.print(table)
     stages = "  ".join(f"{k} {v:.1f}s" for k, v in result.stage_seconds.items())
     console.print(f"stages: {stages}")
-    console.print(f"experiment: {result.experiment} (id {result.experiment_id})")
+    for warning in result.health:
+        console.print(f"[red]training health:[/] {warning}")
+    console.print(f"experiment: {result.experiment} (id {result.experiment_id or 'pending'})")
     console.print(f"run id: [bold]{result.run_id}[/]")
+    if result.pending:
+        console.print(
+            f"[yellow]MLflow at {result.tracking_uri} is not reachable[/]: {result.pending} entries "
+            f"of this run wait in the spool (local run id {result.local_id}); the next engage "
+            "command or `engage sync` sends them, nothing is lost"
+        )
     if result.decision is not None:
         console.print(result.decision.explain())
     if result.registration is not None:
@@ -29,6 +37,10 @@ def print_summary(console: Console, loaded: LoadedSpec, result: PipelineResult) 
             f"[green]registered[/] model [bold]{reg.name}[/] version [bold]{reg.version}[/] "
             f"(alias @{reg.alias})"
         )
+    elif (
+        loaded.spec.tracking.registration is not None and result.decision and result.decision.passed
+    ):
+        console.print("[yellow]registration pending[/]: it happens when MLflow has the run")
     elif loaded.spec.tracking.registration is not None:
         console.print(
             "[yellow]not registered[/]: the model did not pass the gate; it is logged with the "

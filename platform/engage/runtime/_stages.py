@@ -12,7 +12,7 @@ from engage.data import PreparedData, prepare
 from engage.runtime.reporting import Reporter
 from engage.runtime.session import SessionInfo, ray_session, resolve_address
 from engage.spec import LoadedSpec
-from engage.tracking import PipelineRun, decide, ensure_experiment, open_client, register
+from engage.tracking import PipelineRun, Spool, decide
 from engage.tracking.store import resolve_tracking_uri
 from engage.train.builders import ModelShape
 
@@ -35,45 +35,42 @@ def prepare_data(loaded: LoadedSpec) -> PreparedData:
     return data
 
 
-def open_run(loaded: LoadedSpec, data: PreparedData, options: Any) -> tuple[PipelineRun, str]:
+def open_run(loaded: LoadedSpec, data: PreparedData, spool: Spool, options: Any) -> PipelineRun:
+    """Spool the run with its parameters, spec, dataset and lineage (nothing waits on MLflow)."""
     from engage.runtime.pipeline import new_run_name
 
     spec = loaded.spec
     uri = resolve_tracking_uri(spec.tracking.tracking_uri, options.tracking_uri, options.home)
-    client = open_client(uri)
-    experiment_id = ensure_experiment(client, spec.experiment_name, options.home)
     tags = {"engage.pipeline": spec.name, "engage.spec_file": str(loaded.path or "<string>")}
     if loaded.overrides:
         tags["engage.overrides"] = " ".join(loaded.overrides)
-    run = PipelineRun.start(client, experiment_id, new_run_name(spec.name), tags, loaded.base_dir)
-    try:
-        run.log_params(loaded.resolved())
-        run.log_text(loaded.text, "spec/" + (loaded.path.name if loaded.path else "spec.yaml"))
-        run.log_dict(loaded.resolved(), "spec/resolved.json")
-        fp = data.fingerprint
-        run.log_dataset(
-            data.frame,
-            name=fp.name,
-            source=fp.source,
-            target=spec.data.target,
-            digest=fp.digest,
-            context="training",
-        )
-        run.set_tags(
-            {
-                "engage.dataset.digest": fp.digest,
-                "engage.dataset.rows": str(fp.rows),
-                "engage.dataset.source": fp.source,
-                "engage.dataset.params": str(fp.params),
-            }
-        )
-        run.log_dict(
-            {"schema": fp.schema, "params": fp.params, "rows": fp.rows}, "dataset/fingerprint.json"
-        )
-    except BaseException:
-        run.end("FAILED")
-        raise
-    return run, experiment_id
+    run = PipelineRun.start(
+        spool, uri, spec.experiment_name, new_run_name(spec.name), tags, loaded.base_dir
+    )
+    run.log_params(loaded.resolved())
+    run.log_text(loaded.text, "spec/" + (loaded.path.name if loaded.path else "spec.yaml"))
+    run.log_dict(loaded.resolved(), "spec/resolved.json")
+    fp = data.fingerprint
+    run.log_dataset(
+        data.frame,
+        name=fp.name,
+        source=fp.source,
+        target=spec.data.target,
+        digest=fp.digest,
+        context="training",
+    )
+    run.set_tags(
+        {
+            "engage.dataset.digest": fp.digest,
+            "engage.dataset.rows": str(fp.rows),
+            "engage.dataset.source": fp.source,
+            "engage.dataset.params": str(fp.params),
+        }
+    )
+    run.log_dict(
+        {"schema": fp.schema, "params": fp.params, "rows": fp.rows}, "dataset/fingerprint.json"
+    )
+    return run
 
 
 @dataclass
@@ -104,13 +101,12 @@ def train(
     loaded: LoadedSpec,
     data: PreparedData,
     run: PipelineRun,
-    observer: Any,
+    sinks: list[Any],
     options: Any,
     info: SessionInfo,
 ):
     import ray
 
-    from engage.runtime.pipeline import _MetricSink
     from engage.runtime.reporting import EventPump, FanOut, start_hub
     from engage.train.loop import TrainJob
     from engage.train.trainer import check_fits, fit
@@ -124,12 +120,12 @@ def train(
         "val_y": data.val.y,
     }
     job = TrainJob(
-        spec.train, spec.model, spec.data.task, _shape(data), ray.put(arrays), hub, run.run_id
+        spec.train, spec.model, spec.data.task, _shape(data), ray.put(arrays), hub, run.local_id
     )
     check_fits(job, info.resources)
-    pump = EventPump(hub, FanOut([_MetricSink(run), observer]))
+    pump = EventPump(hub, FanOut(sinks))
     return fit(
-        job, pump, storage=options.home / "ray_results", name=f"{spec.name}-{run.run_id[:8]}"
+        job, pump, storage=options.home / "ray_results", name=f"{spec.name}-{run.local_id[:8]}"
     )
 
 
@@ -171,16 +167,25 @@ def raw_inputs(data: PreparedData, n: int) -> np.ndarray:
     return x if norm is None else (x * norm.std + norm.mean).astype(np.float32)
 
 
+@dataclass(frozen=True)
+class Logged:
+    """Spool entries of the model and of its registration (None when not registering)."""
+
+    model_seq: int
+    register_seq: int | None
+    decision: Any
+
+
 def log_and_register(
     loaded: LoadedSpec, data: PreparedData, run: PipelineRun, model: Any, metrics: dict
-):
+) -> Logged:
     import torch
 
     spec = loaded.spec
     example = raw_inputs(data, 5)
     with torch.no_grad():
         output = model(torch.from_numpy(example)).numpy()
-    logged = run.log_model(model, input_example=example, output_example=output)
+    model_seq = run.log_model(model, input_example=example, output_example=output)
     run.log_dict(
         {
             "features": list(data.features),
@@ -193,10 +198,10 @@ def log_and_register(
     )
     registration_spec = spec.tracking.registration
     if registration_spec is None:
-        return logged.uri, None, None
+        return Logged(model_seq, None, None)
     decision = decide(registration_spec, metrics)
     run.set_tags({"engage.gate": decision.explain()})
     if not decision.passed:
-        return logged.uri, decision, None
-    registration = register(run.client, registration_spec.model_name, logged, run.run_id, decision)
-    return logged.uri, decision, registration
+        return Logged(model_seq, None, decision)
+    tags = {"engage.gate": decision.explain()}
+    return Logged(model_seq, run.register(registration_spec.model_name, model_seq, tags), decision)

@@ -40,30 +40,51 @@ class RunOptions:
     home: Path = field(default_factory=lambda: Path(".engage").resolve())
     num_cpus: int | None = None
     verbose: bool = False
+    drain_timeout_s: float = 60.0  # how long the end of a run waits for MLflow
 
 
 @dataclass(frozen=True)
 class PipelineResult:
-    run_id: str
-    experiment_id: str
+    run_id: str  # the MLflow run id; engage's local id while MLflow has not got the run
+    local_id: str
+    experiment_id: str | None
     experiment: str
     tracking_uri: str
     metrics: dict[str, float]
     decision: GateDecision | None
     registration: Registration | None
-    model_uri: str
+    model_uri: str | None
     stage_seconds: dict[str, float]
     cluster: dict[str, float]
+    pending: int  # spool entries of this run not yet in MLflow (0 when all landed)
+    health: tuple[str, ...] = ()  # training-health warnings (non-finite metrics)
 
 
 class _MetricSink:
-    """Forwards metric events to the MLflow run (the durable spool replaces this later)."""
+    """Spools metric events of the run (the drainer sends them to MLflow)."""
 
     def __init__(self, run: Any) -> None:
         self._run = run
 
     def emit(self, events: Sequence[Event]) -> None:
         self._run.log_metric_events(events)
+
+
+class _HealthSink:
+    """Turns non-finite metrics into training-health events: a run tag and a warning."""
+
+    def __init__(self, run: Any, observer: Observer) -> None:
+        self._run = run
+        self._observer = observer
+        self.warnings: list[str] = []
+
+    def emit(self, events: Sequence[Event]) -> None:
+        bad = [e for e in events if e.kind == "metric" and not e.is_finite]
+        for e in bad:
+            message = f"{e.name} is {e.value} at step {e.step}"
+            self.warnings.append(message)
+            self._run.set_tags({f"engage.health.{e.name}": message})
+            self._observer.emit([Event("lifecycle", "training_health", data={"message": message})])
 
 
 class _Timer:
@@ -84,33 +105,52 @@ class _Timer:
 def run_pipeline(
     loaded: LoadedSpec, options: RunOptions, observer: Observer | None = None
 ) -> PipelineResult:
-    """Run every stage of ``loaded``; raises EngageError subclasses on bad input."""
-    from engage.runtime import _stages
+    """Run every stage of ``loaded``; raises EngageError subclasses on bad input.
+
+    The spool opens first, so a read-only or full disk fails the job before any work.
+    """
+    from engage.tracking import Drainer, Spool
 
     observer = observer or NullObserver()
+    spool = Spool(options.home / "spool.db")
+    drainer = Drainer(
+        spool.path,
+        warn=lambda m: observer.emit([Event("lifecycle", "tracking", data={"message": m})]),
+    )
+    try:
+        drainer.start()
+        return _run(loaded, options, observer, spool, drainer)
+    finally:
+        drainer.stop()
+        spool.close()
+
+
+def _run(
+    loaded: LoadedSpec, options: RunOptions, observer: Observer, spool: Any, drainer: Any
+) -> PipelineResult:
+    from engage.runtime import _stages
+
     timer = _Timer(observer)
     with timer.stage("data"):
         data = _stages.prepare_data(loaded)
-    with timer.stage("tracking", "opening the MLflow run"):
-        run, experiment_id = _stages.open_run(loaded, data, options)
+    run = _stages.open_run(loaded, data, spool, options)
+    health = _HealthSink(run, observer)
+    sinks = [_MetricSink(run), health, observer]
     status = "FAILED"
     try:
-        reporter = Reporter(FanOut([_MetricSink(run), observer]), {"stage": "driver"})
-        with timer.stage(
-            "ray", "starting Ray" if not options.address else f"joining {options.address}"
-        ):
+        reporter = Reporter(FanOut(sinks), {"stage": "driver"})
+        label = "starting Ray" if not options.address else f"joining {options.address}"
+        with timer.stage("ray", label):
             session = _stages.enter_ray(options)
         try:
             with timer.stage("train"):
-                outcome = _stages.train(loaded, data, run, observer, options, session.info)
+                outcome = _stages.train(loaded, data, run, sinks, options, session.info)
             with timer.stage("evaluate"):
                 model, metrics = _stages.evaluate(loaded, data, outcome, reporter)
         finally:
             session.close()
         with timer.stage("register"):
-            model_uri, decision, registration = _stages.log_and_register(
-                loaded, data, run, model, metrics
-            )
+            logged = _stages.log_and_register(loaded, data, run, model, metrics)
         reporter.metrics({f"stage_{k}_seconds": v for k, v in timer.seconds.items()})
         reporter.flush()
         status = "FINISHED"
@@ -119,17 +159,27 @@ def run_pipeline(
         raise
     finally:
         run.end(status)
+    with timer.stage("tracking", "waiting for MLflow to have every point"):
+        drainer.flush(run.local_id, timeout_s=options.drain_timeout_s)
+    reporter.metric("stage_tracking_seconds", timer.seconds["tracking"])
+    reporter.flush()
+    drainer.flush(run.local_id, timeout_s=min(5.0, options.drain_timeout_s))
+    ids = run.ids()
+    registration = run.registration(logged.register_seq) if logged.register_seq else None
     return PipelineResult(
-        run.run_id,
-        experiment_id,
+        ids.run_id or ids.local_id,
+        ids.local_id,
+        ids.experiment_id,
         loaded.spec.experiment_name,
-        run.ref.tracking_uri,
+        run.tracking_uri,
         metrics,
-        decision,
+        logged.decision,
         registration,
-        model_uri,
+        run.model_uri(logged.model_seq),
         dict(timer.seconds),
         session.info.resources,
+        spool.pending_count(run.local_id),
+        tuple(health.warnings),
     )
 
 

@@ -1,48 +1,57 @@
-"""One MLflow run per pipeline run, written through an explicit client."""
+"""One MLflow run per pipeline run, written through the durable spool.
+
+Nothing here talks to MLflow: every call appends to the spool and returns; the drainer
+sends it. So a tracking outage never stops or slows a job, and a killed job's points are
+sent by the next engage command or ``engage sync``.
+"""
 
 from __future__ import annotations
 
 import json
-import tempfile
+import shutil
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engage.errors import TrackingError
 from engage.runtime.reporting import Event
+from engage.tracking import _ops
 from engage.tracking.lineage import environment_tags, flatten, git_commit
+from engage.tracking.registry import Registration
+from engage.tracking.spool import Spool
 
-_MAX_METRICS_PER_BATCH = 1000  # MLflow's log_batch limit
-_MAX_PARAMS_PER_BATCH = 100
 _MAX_PARAM_VALUE = 6000
 
 
 @dataclass(frozen=True)
-class LoggedModelRef:
-    model_id: str
-    uri: str  # models:/<model_id>
-    artifact_location: str
+class RunIds:
+    """Engage's local id, and the MLflow ids once the server has the run."""
 
-
-@dataclass(frozen=True)
-class RunRef:
-    tracking_uri: str
-    experiment_id: str
-    run_id: str
+    local_id: str
+    run_id: str | None
+    experiment_id: str | None
 
 
 class PipelineRun:
-    """Creates the run, logs what the stages produce, and ends it with the right status."""
+    """Creates the run, spools what the stages produce, and ends it with the right status."""
 
-    def __init__(self, client: Any, ref: RunRef) -> None:
-        self.client = client
-        self.ref = ref
+    def __init__(self, spool: Spool, local_id: str, tracking_uri: str, experiment: str) -> None:
+        self.spool = spool
+        self.local_id = local_id
+        self.tracking_uri = tracking_uri
+        self.experiment = experiment
 
     @classmethod
     def start(
-        cls, client: Any, experiment_id: str, run_name: str, tags: Mapping[str, str], where: Path
+        cls,
+        spool: Spool,
+        tracking_uri: str,
+        experiment: str,
+        run_name: str,
+        tags: Mapping[str, str],
+        where: Path,
+        parent: PipelineRun | None = None,
     ) -> PipelineRun:
         from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_SOURCE_NAME
 
@@ -50,49 +59,56 @@ class PipelineRun:
         commit = git_commit(where)
         if commit:
             all_tags[MLFLOW_GIT_COMMIT] = commit
-        run = _call(client.create_run, experiment_id, run_name=run_name, tags=all_tags)
-        return cls(client, RunRef(client.tracking_uri, experiment_id, run.info.run_id))
+        local_id = spool.create_run(
+            tracking_uri, experiment, run_name, all_tags, parent.local_id if parent else None
+        )
+        return cls(spool, local_id, tracking_uri, experiment)
+
+    def child(self, run_name: str, tags: Mapping[str, str], where: Path) -> PipelineRun:
+        """A nested run (a tuning trial, a federated round) under this one."""
+        return PipelineRun.start(
+            self.spool, self.tracking_uri, self.experiment, run_name, tags, where, self
+        )
+
+    def ids(self) -> RunIds:
+        run = self.spool.run(self.local_id)
+        return RunIds(run.local_id, run.server_id, run.experiment_id)
 
     @property
     def run_id(self) -> str:
-        return self.ref.run_id
+        """The MLflow run id once known, else the local id (mapped when the server has it)."""
+        return self.spool.run(self.local_id).run_id
 
     def log_params(self, resolved_spec: Mapping[str, Any]) -> None:
-        from mlflow.entities import Param
+        points = [
+            ("param", k, v[:_MAX_PARAM_VALUE], None, _now())
+            for k, v in flatten(resolved_spec).items()
+        ]
+        self.spool.append_points(self.local_id, points)
 
-        params = [Param(k, v[:_MAX_PARAM_VALUE]) for k, v in flatten(resolved_spec).items()]
-        for i in range(0, len(params), _MAX_PARAMS_PER_BATCH):
-            _call(self.client.log_batch, self.run_id, params=params[i : i + _MAX_PARAMS_PER_BATCH])
-
-    def log_text(self, text: str, artifact_file: str) -> None:
-        _call(self.client.log_text, self.run_id, text, artifact_file)
-
-    def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
-        self.log_text(json.dumps(data, indent=2, default=str), artifact_file)
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        self.spool.append_points(
+            self.local_id, [("tag", k, str(v), None, _now()) for k, v in tags.items()]
+        )
 
     def log_metric_events(self, events: Sequence[Event]) -> None:
-        from mlflow.entities import Metric
-
-        metrics = [
-            Metric(e.name, e.value, e.timestamp_ms, e.step or 0)
+        points = [
+            ("metric", e.name, e.value, e.step or 0, e.timestamp_ms)
             for e in events
             if e.kind == "metric" and e.value is not None
         ]
-        for i in range(0, len(metrics), _MAX_METRICS_PER_BATCH):
-            _call(
-                self.client.log_batch, self.run_id, metrics=metrics[i : i + _MAX_METRICS_PER_BATCH]
-            )
+        self.spool.append_points(self.local_id, points)
 
-    def set_tags(self, tags: Mapping[str, str]) -> None:
-        from mlflow.entities import RunTag
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self.spool.append_op(self.local_id, "text", {"text": text, "artifact_file": artifact_file})
 
-        _call(self.client.log_batch, self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+    def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
+        self.log_text(json.dumps(data, indent=2, default=str), artifact_file)
 
     def log_dataset(
         self, frame: Any, *, name: str, source: str, target: str, digest: str, context: str
     ) -> None:
         import mlflow.data
-        from mlflow.entities import DatasetInput, InputTag
         from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
         with warnings.catch_warnings():
@@ -101,74 +117,77 @@ class PipelineRun:
             dataset = mlflow.data.from_pandas(
                 frame, source=source, targets=target, name=name, digest=digest[:36]
             )
-        entity = DatasetInput(
-            dataset._to_mlflow_entity(), [InputTag(MLFLOW_DATASET_CONTEXT, context)]
-        )
-        _call(self.client.log_inputs, self.run_id, datasets=[entity])
+        entity = dataset._to_mlflow_entity()
+        payload = {
+            "dataset": {
+                "name": entity.name,
+                "digest": entity.digest,
+                "source_type": entity.source_type,
+                "source": entity.source,
+                "schema": entity.schema,
+                "profile": entity.profile,
+            },
+            "tags": {MLFLOW_DATASET_CONTEXT: context},
+        }
+        self.spool.append_op(self.local_id, "dataset", payload)
 
-    def log_model(self, model: Any, *, input_example: Any, output_example: Any) -> LoggedModelRef:
-        """Log the torch model with its signature as an MLflow LoggedModel of this run.
-
-        Done step by step with the explicit client: ``mlflow.pytorch.log_model`` resolves the
-        experiment and store from MLflow's globals, which would put the model elsewhere.
-        """
+    def log_model(self, model: Any, *, input_example: Any, output_example: Any) -> int:
+        """Save the torch model with its signature into the spool; returns the entry's seq."""
         import mlflow.pytorch
-        from mlflow.entities import LoggedModelOutput, LoggedModelStatus
         from mlflow.models import infer_signature
 
         with warnings.catch_warnings():
             # The hint about integer columns does not apply: inputs are float32 windows.
             warnings.simplefilter("ignore", UserWarning)
             signature = infer_signature(input_example, output_example)
-        logged = _call(
-            self.client.create_logged_model,
-            self.ref.experiment_id,
-            name="model",
-            source_run_id=self.run_id,
-            model_type="pytorch",
+        path = _ops.saved_model_dir(self.spool, self.local_id)
+        shutil.rmtree(path, ignore_errors=True)
+        mlflow.pytorch.save_model(
+            model,
+            path,
+            signature=signature,
+            input_example=input_example,
+            # A torch.export graph: loading it needs torch, not engage's model classes.
+            serialization_format="pt2",
+            pip_requirements=_requirements(),
         )
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "model"
-            mlflow.pytorch.save_model(
-                model,
-                path,
-                signature=signature,
-                input_example=input_example,
-                # The pickled module's class lives in engage.train.models.
-                pip_requirements=_requirements(),
-            )
-            _call(self.client.log_model_artifacts, logged.model_id, str(path))
-        _call(self.client.finalize_logged_model, logged.model_id, LoggedModelStatus.READY)
-        _call(self.client.log_outputs, self.run_id, [LoggedModelOutput(logged.model_id, 0)])
-        return LoggedModelRef(
-            logged.model_id, f"models:/{logged.model_id}", logged.artifact_location
+        payload = {"name": "model", "local_dir": str(path), "model_type": "pytorch"}
+        return self.spool.append_op(self.local_id, "model", payload)
+
+    def register(self, model_name: str, model_seq: int, tags: Mapping[str, str]) -> int:
+        """Spool the registration of the model logged as entry ``model_seq``."""
+        payload = {"model_name": model_name, "model_seq": model_seq, "tags": dict(tags)}
+        return self.spool.append_op(self.local_id, "register", payload)
+
+    def registration(self, register_seq: int) -> Registration | None:
+        """The registered version, once the drainer has created it."""
+        result = self.spool.result(register_seq)
+        if not result:
+            return None
+        data = json.loads(result)
+        return (
+            Registration(data["name"], data["version"], data["alias"])
+            if "version" in data
+            else None
         )
 
+    def model_uri(self, model_seq: int) -> str | None:
+        result = self.spool.result(model_seq)
+        return f"models:/{json.loads(result)['model_id']}" if result else None
+
     def end(self, status: str) -> None:
-        """status: FINISHED, FAILED or KILLED."""
-        try:
-            self.client.set_terminated(self.run_id, status=status)
-        except Exception as exc:  # the run must not stay RUNNING silently; say so
-            raise TrackingError(f"could not mark run {self.run_id} {status}: {exc}") from None
+        """status: FINISHED, FAILED or KILLED (sent once everything before it is)."""
+        self.spool.end_run(self.local_id, status)
+
+
+def _now() -> int:
+    from engage.tracking.spool import now_ms
+
+    return now_ms()
 
 
 def _requirements() -> list[str]:
     import numpy
     import torch
 
-    import engage
-
-    return [
-        f"torch=={torch.__version__.split('+')[0]}",
-        f"numpy=={numpy.__version__}",
-        f"engage-ml=={engage.__version__}",
-    ]
-
-
-def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    from mlflow.exceptions import MlflowException
-
-    try:
-        return fn(*args, **kwargs)
-    except MlflowException as exc:
-        raise TrackingError(f"MLflow refused {fn.__name__}: {exc.message}") from None
+    return [f"torch=={torch.__version__.split('+')[0]}", f"numpy=={numpy.__version__}"]

@@ -17,12 +17,11 @@ def default_tracking_uri(home: Path) -> str:
     return f"sqlite:///{home / 'mlflow.db'}"
 
 
-def artifact_root(home: Path) -> str:
-    return (home / "artifacts").as_uri()
-
-
-def is_local_uri(uri: str) -> bool:
-    return uri.startswith(("sqlite:", "file:", "/")) or "://" not in uri
+def artifact_root_for(uri: str) -> str | None:
+    """Artifacts beside a local SQLite store; a server or database chooses its own."""
+    if uri.startswith("sqlite:///"):
+        return (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").as_uri()
+    return None
 
 
 def open_client(uri: str):
@@ -34,8 +33,8 @@ def open_client(uri: str):
     return MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
-def ensure_experiment(client, name: str, home: Path) -> str:
-    """The experiment's id, creating it (artifacts under ``home`` for local stores)."""
+def ensure_experiment(client, name: str) -> str:
+    """The experiment's id, creating it (artifacts beside a local SQLite store)."""
     from mlflow.exceptions import MlflowException
 
     try:
@@ -47,7 +46,7 @@ def ensure_experiment(client, name: str, home: Path) -> str:
                     hint="restore it in the MLflow UI or set tracking.experiment to a new name",
                 )
             return found.experiment_id
-        location = artifact_root(home) if is_local_uri(client.tracking_uri) else None
+        location = artifact_root_for(client.tracking_uri)
         return client.create_experiment(name, artifact_location=location)
     except MlflowException as exc:
         raise TrackingError(f"MLflow at {client.tracking_uri} refused: {exc.message}") from None

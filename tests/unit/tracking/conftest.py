@@ -22,4 +22,4 @@ def client(store_home: Path) -> Any:
 
 @pytest.fixture(scope="module")
 def experiment_id(client: Any, store_home: Path) -> str:
-    return ensure_experiment(client, "unit-tests", store_home)
+    return ensure_experiment(client, "unit-tests")

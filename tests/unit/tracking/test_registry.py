@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from engage.errors import TrackingError
 from engage.spec.models import GateSpec, RegistrationSpec
-from engage.tracking import PipelineRun, decide, register
-from engage.tracking.registry import CANDIDATE_ALIAS, GateDecision
-from engage.tracking.run import LoggedModelRef
+from engage.tracking import Drainer, PipelineRun, Spool, decide
+from engage.tracking.registry import GateDecision
 from engage.train.models import MLP
 
 ACCURACY_GATE = RegistrationSpec(
@@ -55,35 +54,44 @@ def test_decide_fails_a_missing_or_nan_metric(metrics: dict[str, float]) -> None
     assert decision.explain() == "gate failed: val_accuracy = nan (needs >= 0.8)"
 
 
-@pytest.fixture(scope="module")
-def logged(
-    client: Any, experiment_id: str, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[str, LoggedModelRef]:
-    run = PipelineRun.start(client, experiment_id, "to-register", {}, tmp_path_factory.mktemp("w"))
+def _logged_run(client: Any, tmp_path: Path) -> PipelineRun:
+    spool = Spool(tmp_path / "spool.db")
+    run = PipelineRun.start(spool, client.tracking_uri, "unit-tests", "to-register", {}, tmp_path)
+    return run
+
+
+def _model_seq(run: PipelineRun) -> int:
     model = MLP(window=2, features=2, outputs=1, hidden=3, layers=1, dropout=0.0).eval()
     example = np.zeros((2, 2, 2), dtype=np.float32)
     with torch.no_grad():
         output = model(torch.from_numpy(example)).numpy()
-    ref = run.log_model(model, input_example=example, output_example=output)
-    run.end("FINISHED")
-    return run.run_id, ref
+    return run.log_model(model, input_example=example, output_example=output)
+
+
+def _drain(run: PipelineRun, warnings: list[str] | None = None) -> None:
+    drainer = Drainer(run.spool.path, warn=(warnings if warnings is not None else []).append)
+    assert drainer.flush(timeout_s=60)
+    drainer.stop()
 
 
 def test_register_creates_versions_and_moves_the_candidate_alias(
-    client: Any, logged: tuple[str, LoggedModelRef]
+    client: Any, experiment_id: str, tmp_path: Path
 ) -> None:
-    run_id, ref = logged
+    run = _logged_run(client, tmp_path)
+    seq = _model_seq(run)
     first_decision = decide(ACCURACY_GATE, {"val_accuracy": 0.85})
     second_decision = decide(ACCURACY_GATE, {"val_accuracy": 0.95})
 
-    first = register(client, "occupancy", ref, run_id, first_decision)
-    second = register(client, "occupancy", ref, run_id, second_decision)
+    first_seq = run.register("occupancy", seq, {"engage.gate": first_decision.explain()})
+    second_seq = run.register("occupancy", seq, {"engage.gate": second_decision.explain()})
+    _drain(run)
 
-    assert (first.name, first.version, first.alias) == ("occupancy", "1", CANDIDATE_ALIAS)
+    first, second = run.registration(first_seq), run.registration(second_seq)
+    assert (first.name, first.version, first.alias) == ("occupancy", "1", "candidate")
     assert second.version == "2"
-    candidate = client.get_model_version_by_alias("occupancy", CANDIDATE_ALIAS)
+    candidate = client.get_model_version_by_alias("occupancy", "candidate")
     assert str(candidate.version) == "2"
-    assert candidate.run_id == run_id
+    assert candidate.run_id == run.ids().run_id
     assert candidate.tags["engage.gate"] == second_decision.explain()
     assert (
         client.get_model_version("occupancy", "1").tags["engage.gate"] == first_decision.explain()
@@ -91,10 +99,14 @@ def test_register_creates_versions_and_moves_the_candidate_alias(
     assert client.get_registered_model("occupancy").description == "Registered by engage."
 
 
-def test_register_reports_a_refusal_as_tracking_error(
-    client: Any, logged: tuple[str, LoggedModelRef]
+def test_a_refused_registration_is_reported_not_retried_forever(
+    client: Any, experiment_id: str, tmp_path: Path
 ) -> None:
-    run_id, ref = logged
+    run = _logged_run(client, tmp_path)
+    seq = run.register("", _model_seq(run), {})
+    warnings: list[str] = []
 
-    with pytest.raises(TrackingError, match="could not register model ''"):
-        register(client, "", ref, run_id, decide(RegistrationSpec(model_name="m"), {}))
+    _drain(run, warnings)
+
+    assert run.registration(seq) is None
+    assert any("rejected register" in w for w in warnings)

@@ -1,4 +1,5 @@
-"""PipelineRun against a real SQLite store: tags, params, metrics, dataset, model, status."""
+"""PipelineRun through the spool into a real SQLite store: tags, params, metrics, dataset,
+model, status. Reads go through a client that first lets the drainer send everything."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from engage.runtime.reporting import Event
-from engage.tracking import PipelineRun
+from engage.tracking import Drainer, PipelineRun, Spool
 from engage.train.models import MLP, Standardized
 
 
@@ -32,19 +33,47 @@ def git_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return repo, _git(repo, "rev-parse", "HEAD")
 
 
+class Drained:
+    """A PipelineRun whose ``client`` is read only after the drainer emptied the spool."""
+
+    def __init__(self, run: Drained, client: Any) -> None:
+        self._run = run
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._run, name)
+
+    @property
+    def client(self) -> Any:
+        drainer = Drainer(self._run.spool.path)
+        assert drainer.flush(timeout_s=60)
+        drainer.stop()
+        return self._client
+
+    @property
+    def run_id(self) -> str:
+        return self._run.ids().run_id
+
+
+def _start(client: Any, tmp_path: Path, name: str, tags: dict, where: Path) -> Drained:
+    spool = Spool(tmp_path / "spool.db")
+    run = PipelineRun.start(spool, client.tracking_uri, "unit-tests", name, tags, where)
+    return Drained(run, client)
+
+
 @pytest.fixture
-def run(client: Any, experiment_id: str, tmp_path: Path) -> PipelineRun:
-    return PipelineRun.start(client, experiment_id, "unit", {}, tmp_path)
+def run(client: Any, experiment_id: str, tmp_path: Path) -> Drained:
+    return _start(client, tmp_path, "unit", {}, tmp_path)
 
 
 def test_start_tags_the_git_commit_and_environment(
-    client: Any, experiment_id: str, git_repo: tuple[Path, str]
+    client: Any, experiment_id: str, git_repo: tuple[Path, str], tmp_path: Path
 ) -> None:
     repo, commit = git_repo
 
-    started = PipelineRun.start(client, experiment_id, "with-git", {"engage.pipeline": "p"}, repo)
+    started = _start(client, tmp_path, "with-git", {"engage.pipeline": "p"}, repo)
 
-    got = client.get_run(started.run_id)
+    got = started.client.get_run(started.run_id)
     tags = got.data.tags
     assert tags["mlflow.source.git.commit"] == commit
     assert tags["mlflow.source.name"] == "engage"
@@ -52,17 +81,17 @@ def test_start_tags_the_git_commit_and_environment(
     assert tags["engage.pipeline"] == "p"
     assert {"engage.version", "engage.python", "engage.torch"} <= set(tags)
     assert got.info.status == "RUNNING"
-    assert started.ref.experiment_id == experiment_id
-    assert started.ref.tracking_uri == client.tracking_uri
+    assert started.ids().experiment_id == experiment_id
+    assert started.ids().local_id == tags["engage.local_run_id"]
 
 
-def test_start_outside_git_has_no_commit_tag(run: PipelineRun) -> None:
+def test_start_outside_git_has_no_commit_tag(run: Drained) -> None:
     tags = run.client.get_run(run.run_id).data.tags
 
     assert "mlflow.source.git.commit" not in tags
 
 
-def test_params_are_the_flattened_spec(run: PipelineRun) -> None:
+def test_params_are_the_flattened_spec(run: Drained) -> None:
     spec = {
         "name": "p",
         "train": {"epochs": 3, "optim": {"lr": 0.01}},
@@ -82,7 +111,7 @@ def test_params_are_the_flattened_spec(run: PipelineRun) -> None:
     }
 
 
-def test_more_params_than_one_batch_all_land(run: PipelineRun) -> None:
+def test_more_params_than_one_batch_all_land(run: Drained) -> None:
     spec = {"grid": {f"p{i:03d}": i for i in range(250)}}
 
     run.log_params(spec)
@@ -92,7 +121,7 @@ def test_more_params_than_one_batch_all_land(run: PipelineRun) -> None:
     assert params["grid.p249"] == "249"
 
 
-def test_metric_events_keep_their_timestamp_and_step(run: PipelineRun) -> None:
+def test_metric_events_keep_their_timestamp_and_step(run: Drained) -> None:
     events = [
         Event("metric", "val_loss", 0.9, step=1, timestamp_ms=1_700_000_000_000),
         Event("metric", "val_loss", 0.5, step=2, timestamp_ms=1_700_000_060_000),
@@ -113,7 +142,7 @@ def test_metric_events_keep_their_timestamp_and_step(run: PipelineRun) -> None:
     assert set(run.client.get_run(run.run_id).data.metrics) == {"val_loss", "test_loss"}
 
 
-def test_more_metric_events_than_one_batch_all_land(run: PipelineRun) -> None:
+def test_more_metric_events_than_one_batch_all_land(run: Drained) -> None:
     events = [Event("metric", "m", float(i), step=i, timestamp_ms=1_000 + i) for i in range(2_345)]
 
     run.log_metric_events(events)
@@ -123,9 +152,7 @@ def test_more_metric_events_than_one_batch_all_land(run: PipelineRun) -> None:
     assert {m.step: m.value for m in history}[2_344] == 2_344.0
 
 
-def test_dataset_input_carries_our_name_digest_and_context(
-    run: PipelineRun, tmp_path: Path
-) -> None:
+def test_dataset_input_carries_our_name_digest_and_context(run: Drained, tmp_path: Path) -> None:
     frame = pd.DataFrame(
         {
             "t": pd.date_range("2026-01-01", periods=5, freq="min"),
@@ -153,7 +180,7 @@ def test_dataset_input_carries_our_name_digest_and_context(
     assert {(t.key, t.value) for t in dataset_input.tags} == {("mlflow.data.context", "training")}
 
 
-def test_text_and_dict_artifacts_are_logged(run: PipelineRun, tmp_path: Path) -> None:
+def test_text_and_dict_artifacts_are_logged(run: Drained, tmp_path: Path) -> None:
     run.log_text("name: x\n", "spec/spec.yaml")
     run.log_dict({"a": 1}, "spec/resolved.json")
 
@@ -165,7 +192,7 @@ def test_text_and_dict_artifacts_are_logged(run: PipelineRun, tmp_path: Path) ->
 
 
 def test_logged_model_loads_back_and_gives_the_same_output(
-    run: PipelineRun, monkeypatch: pytest.MonkeyPatch
+    run: Drained, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     torch.manual_seed(0)
     core = MLP(window=4, features=3, outputs=2, hidden=8, layers=1, dropout=0.0)
@@ -174,23 +201,36 @@ def test_logged_model_loads_back_and_gives_the_same_output(
     with torch.no_grad():
         expected = model(torch.from_numpy(example)).numpy()
 
-    logged = run.log_model(model, input_example=example, output_example=expected)
+    seq = run.log_model(model, input_example=example, output_example=expected)
     # models:/<id> resolves through MLflow's global URI; point it at this store for the load.
     monkeypatch.setenv("MLFLOW_TRACKING_URI", run.client.tracking_uri)
-    loaded = mlflow.pytorch.load_model(logged.uri)
+    uri = run.model_uri(seq)
+    loaded = mlflow.pytorch.load_model(uri)
 
-    assert logged.uri == f"models:/{logged.model_id}"
+    model_id = uri.removeprefix("models:/")
     with torch.no_grad():
         np.testing.assert_allclose(loaded(torch.from_numpy(example)).numpy(), expected, rtol=1e-6)
+    # A batch size the example did not have: the exported graph keeps the batch dynamic.
+    bigger = np.concatenate([example] * 3)
+    assert loaded(torch.from_numpy(bigger)).shape == (15, 2)
     outputs = run.client.get_run(run.run_id).outputs.model_outputs
-    assert [o.model_id for o in outputs] == [logged.model_id]
-    assert run.client.get_logged_model(logged.model_id).status.name == "READY"
+    assert [o.model_id for o in outputs] == [model_id]
+    assert run.client.get_logged_model(model_id).status.name == "READY"
 
 
 @pytest.mark.parametrize("status", ["FINISHED", "FAILED", "KILLED"])
-def test_end_sets_the_status(run: PipelineRun, status: str) -> None:
+def test_end_sets_the_status(run: Drained, status: str) -> None:
     run.end(status)
 
     info = run.client.get_run(run.run_id).info
     assert info.status == status
     assert info.end_time is not None
+
+
+def test_child_run_is_nested_under_its_parent(run: Drained, tmp_path: Path) -> None:
+    child = run.child("round-1", {"engage.round": "1"}, tmp_path)
+
+    tags = run.client.get_run(child.ids().run_id).data.tags
+
+    assert tags["mlflow.parentRunId"] == run.run_id
+    assert tags["engage.round"] == "1"

@@ -9,9 +9,9 @@ import pytest
 
 from engage.errors import TrackingError
 from engage.tracking.store import (
+    artifact_root_for,
     default_tracking_uri,
     ensure_experiment,
-    is_local_uri,
     resolve_tracking_uri,
     ui_command,
 )
@@ -55,19 +55,10 @@ def test_default_is_sqlite_under_home(no_env: pytest.MonkeyPatch) -> None:
     assert uri == "sqlite:////home/u/.engage/mlflow.db" == default_tracking_uri(HOME)
 
 
-@pytest.mark.parametrize(
-    ("uri", "local"),
-    [
-        ("sqlite:////tmp/x.db", True),
-        ("file:///tmp/mlruns", True),
-        ("/tmp/mlruns", True),
-        ("mlruns", True),
-        ("http://127.0.0.1:5000", False),
-        ("postgresql://u@db/mlflow", False),
-    ],
-)
-def test_is_local_uri(uri: str, local: bool) -> None:
-    assert is_local_uri(uri) is local
+def test_artifacts_go_beside_a_sqlite_store_and_servers_choose_their_own() -> None:
+    assert artifact_root_for("sqlite:////a/b/mlflow.db") == "file:///a/b/artifacts"
+    assert artifact_root_for("http://127.0.0.1:5000") is None
+    assert artifact_root_for("postgresql://u@db/mlflow") is None
 
 
 def test_ui_command_points_at_the_store() -> None:
@@ -80,7 +71,7 @@ def test_ui_command_points_at_the_store() -> None:
 def test_ensure_experiment_creates_it_with_artifacts_under_home(
     client: Any, store_home: Path
 ) -> None:
-    experiment_id = ensure_experiment(client, "fresh", store_home)
+    experiment_id = ensure_experiment(client, "fresh")
 
     experiment = client.get_experiment(experiment_id)
     assert experiment.name == "fresh"
@@ -89,18 +80,18 @@ def test_ensure_experiment_creates_it_with_artifacts_under_home(
 
 
 def test_ensure_experiment_reuses_an_existing_one(client: Any, store_home: Path) -> None:
-    first = ensure_experiment(client, "twice", store_home)
+    first = ensure_experiment(client, "twice")
 
-    second = ensure_experiment(client, "twice", store_home)
+    second = ensure_experiment(client, "twice")
 
     assert second == first
     assert len([e for e in client.search_experiments() if e.name == "twice"]) == 1
 
 
 def test_ensure_experiment_refuses_a_deleted_one(client: Any, store_home: Path) -> None:
-    client.delete_experiment(ensure_experiment(client, "gone", store_home))
+    client.delete_experiment(ensure_experiment(client, "gone"))
 
     with pytest.raises(TrackingError, match="'gone' is deleted") as caught:
-        ensure_experiment(client, "gone", store_home)
+        ensure_experiment(client, "gone")
 
     assert "tracking.experiment" in caught.value.hint

@@ -1,0 +1,227 @@
+"""The drainer: replays the spool's outbox to MLflow, in order per run, idempotently.
+
+One drainer per spool at a time (a file lock), so two engage processes never send the same
+entry twice; whichever holds the lock drains every run in the spool, its own and those a
+killed process left behind. Transient failures (server down, timeouts) back off and retry;
+an entry MLflow rejects for good is set aside with its error rather than blocking the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engage.tracking import _ops
+from engage.tracking.spool import Entry, Spool, SpoolRun
+
+log = logging.getLogger(__name__)
+
+_BATCH_LIMITS = {"metric": 1000, "param": 100, "tag": 100}  # MLflow log_batch limits
+_BATCH_BYTES = 900_000  # under log_batch's 1 MB request limit
+_PERMANENT_CODES = {"INVALID_PARAMETER_VALUE", "RESOURCE_ALREADY_EXISTS", "INVALID_STATE"}
+
+
+@dataclass
+class DrainStatus:
+    sent: int = 0
+    failed_permanently: int = 0
+    error: str | None = None  # the last transient error, None when the last pass succeeded
+
+
+class Drainer:
+    """Sends spooled entries to MLflow; call :meth:`drain_once` or run it as a thread."""
+
+    def __init__(
+        self,
+        spool_path: Path,
+        *,
+        warn: Callable[[str], None] = log.warning,
+        client_factory: Callable[[str], Any] | None = None,
+        max_backoff_s: float = 30.0,
+    ) -> None:
+        # MLflow's HTTP client retries for minutes by default; the drainer retries itself.
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+        self.spool = Spool(spool_path)
+        self._warn = warn
+        self._factory = client_factory or _ops.client_for
+        self._clients: dict[str, Any] = {}
+        self._lock_file = open(Path(spool_path).with_suffix(".lock"), "a+")  # noqa: SIM115
+        self._have_lock = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._max_backoff = max_backoff_s
+        self._outage_warned = False
+        self.status = DrainStatus()
+
+    # -- one pass --------------------------------------------------------------------------
+    def drain_once(self) -> DrainStatus:
+        """Send everything that can be sent now; never raises for an unreachable server."""
+        if not self._acquire():
+            return self.status
+        try:
+            for run in self.spool.unfinished_runs():
+                self._drain_run(run)
+        except Exception as exc:  # transient: the server is down, slow, or restarting
+            self.status.error = f"{type(exc).__name__}: {exc}"
+            if not self._outage_warned:
+                self._outage_warned = True
+                stats = self.spool.stats()
+                self._warn(
+                    f"MLflow unreachable ({self.status.error.splitlines()[0][:160]}); the job goes "
+                    f"on and keeps every point in the spool ({stats.depth} waiting); they are sent "
+                    "when it is back, or by `engage sync`"
+                )
+            return self.status
+        if self._outage_warned:
+            self._warn("MLflow reachable again; the spool is draining")
+        self._outage_warned = False
+        self.status.error = None
+        return self.status
+
+    def _acquire(self) -> bool:
+        if not self._have_lock:
+            try:
+                fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._have_lock = True
+            except BlockingIOError:
+                return False
+        return True
+
+    def _client(self, uri: str) -> Any:
+        if uri not in self._clients:
+            self._clients[uri] = self._factory(uri)
+        return self._clients[uri]
+
+    def _drain_run(self, run: SpoolRun) -> None:
+        client = self._client(run.tracking_uri)
+        if run.server_id is None:
+            run = self._create(run, client)
+        while entries := self.spool.pending(run.local_id, 2000):
+            self._send(run, entries, client)
+        if run.status and not run.ended_on_server:
+            client.set_terminated(run.server_id, status=run.status, end_time=run.end_ms)
+            self.spool.mark_ended(run.local_id)
+
+    def _create(self, run: SpoolRun, client: Any) -> SpoolRun:
+        parent = self.spool.run(run.parent_local_id) if run.parent_local_id else None
+        if parent is not None and parent.server_id is None:
+            parent = self._create(parent, client)
+        server_id, experiment_id = _ops.create_run(
+            client, run, parent.server_id if parent else None
+        )
+        self.spool.set_server_ids(run.local_id, server_id, experiment_id)
+        return self.spool.run(run.local_id)
+
+    # -- sending entries ---------------------------------------------------------------------
+    def _send(self, run: SpoolRun, entries: list[Entry], client: Any) -> None:
+        batch: list[Entry] = []
+        for entry in entries:
+            if entry.kind in _BATCH_LIMITS:
+                if _batch_full(batch, entry):
+                    self._send_points(run, batch, client)
+                    batch = []
+                batch.append(entry)
+                continue
+            self._send_points(run, batch, client)
+            batch = []
+            self._send_op(run, entry, client)
+        self._send_points(run, batch, client)
+
+    def _send_points(self, run: SpoolRun, batch: list[Entry], client: Any) -> None:
+        if not batch:
+            return
+        try:
+            _ops.log_points(client, run.server_id, batch)
+        except Exception as exc:
+            if not _is_permanent(exc):
+                raise
+            if len(batch) > 1:  # find the bad point(s); the rest still go
+                for entry in batch:
+                    self._send_points(run, [entry], client)
+                return
+            self._set_aside(batch[0], exc)
+            return
+        self.spool.mark_sent([e.seq for e in batch])
+        self.status.sent += len(batch)
+
+    def _send_op(self, run: SpoolRun, entry: Entry, client: Any) -> None:
+        try:
+            result = _ops.apply_op(client, run, entry, self.spool)
+        except Exception as exc:
+            if not _is_permanent(exc):
+                raise
+            self._set_aside(entry, exc)
+            return
+        self.spool.mark_sent([entry.seq], json.dumps(result) if result is not None else None)
+        self.status.sent += 1
+
+    def _set_aside(self, entry: Entry, exc: Exception) -> None:
+        message = f"MLflow rejected {entry.kind} {entry.key or ''} for good: {exc}"
+        self.spool.mark_sent([entry.seq], json.dumps({"error": message}))
+        self.status.failed_permanently += 1
+        self._warn(message)
+
+    # -- as a background thread -------------------------------------------------------------
+    def start(self, interval_s: float = 0.5) -> Drainer:
+        def loop() -> None:
+            backoff = interval_s
+            while not self._stop.is_set():
+                status = self.drain_once()
+                backoff = min(backoff * 2, self._max_backoff) if status.error else interval_s
+                self._stop.wait(backoff)
+
+        self._thread = threading.Thread(target=loop, name="engage-drainer", daemon=True)
+        self._thread.start()
+        return self
+
+    def flush(self, run_local_id: str | None = None, timeout_s: float = 30.0) -> bool:
+        """Drain until ``run_local_id`` (or the whole spool) is in MLflow; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self._thread is None or not self._have_lock:
+                self.drain_once()
+            if self.is_drained(run_local_id):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+
+    def is_drained(self, run_local_id: str | None = None) -> bool:
+        runs = self.spool.unfinished_runs()
+        return not any(r.local_id == run_local_id for r in runs) if run_local_id else not runs
+
+    def stop(self, final_drain_s: float = 0.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        if final_drain_s > 0:
+            with contextlib.suppress(Exception):
+                self.flush(timeout_s=final_drain_s)
+        if self._have_lock:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+            self._have_lock = False
+        self._lock_file.close()
+        self.spool.close()
+
+
+def _batch_full(batch: list[Entry], entry: Entry) -> bool:
+    if not batch:
+        return False
+    same = sum(1 for e in batch if e.kind == entry.kind)
+    size = sum(len(e.key or "") + len(str(e.value)) + 40 for e in batch)
+    return same >= _BATCH_LIMITS[entry.kind] or len(batch) >= 1000 or size > _BATCH_BYTES
+
+
+def _is_permanent(exc: Exception) -> bool:
+    return getattr(exc, "error_code", None) in _PERMANENT_CODES

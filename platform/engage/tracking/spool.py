@@ -1,0 +1,334 @@
+"""The durable spool: every MLflow write of a job, committed locally before it is sent.
+
+A SQLite database in WAL mode under ``.engage/``. Writers (the driver, and any process on
+the same machine) append to the ``outbox`` in one transaction per batch, synced to disk;
+the drainer (:mod:`engage.tracking.drain`) replays the outbox to MLflow in order per run
+and marks what landed. A point keeps its original timestamp and step, so sending it
+twice never makes a second row in MLflow.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engage.errors import TrackingError
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    local_id TEXT PRIMARY KEY,
+    tracking_uri TEXT NOT NULL,
+    experiment TEXT NOT NULL,
+    run_name TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    start_ms INTEGER NOT NULL,
+    parent_local_id TEXT,
+    server_id TEXT,
+    experiment_id TEXT,
+    status TEXT,
+    end_ms INTEGER,
+    ended_on_server INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run TEXT NOT NULL REFERENCES runs(local_id),
+    kind TEXT NOT NULL,
+    key TEXT,
+    num REAL,
+    text TEXT,
+    step INTEGER,
+    ts INTEGER NOT NULL,
+    sent INTEGER NOT NULL DEFAULT 0,
+    result TEXT
+);
+CREATE INDEX IF NOT EXISTS outbox_pending ON outbox(sent, run, seq);
+"""
+
+POINT_KINDS = ("metric", "param", "tag")
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class SpoolRun:
+    local_id: str
+    tracking_uri: str
+    experiment: str
+    run_name: str
+    tags: dict[str, str]
+    start_ms: int
+    parent_local_id: str | None
+    server_id: str | None
+    experiment_id: str | None
+    status: str | None
+    end_ms: int | None
+    ended_on_server: bool
+
+    @property
+    def run_id(self) -> str:
+        """The MLflow run id once the server has the run, else engage's local id."""
+        return self.server_id or self.local_id
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One outbox row: a metric, param or tag point, or an operation with a JSON payload."""
+
+    seq: int
+    run: str
+    kind: str
+    key: str | None
+    value: Any
+    step: int | None
+    ts: int
+    result: str | None = None
+
+
+def _encode_number(value: float) -> tuple[float | None, str | None]:
+    # sqlite3 stores NaN as NULL; keep non-finite values as text so they survive exactly.
+    if math.isfinite(value):
+        return value, None
+    return None, "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+class Spool:
+    """The spool database at ``path`` (created on first use)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.files = self.path.parent / "spool-files"
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+            self._probe_writable()
+        except (sqlite3.Error, OSError) as exc:
+            raise TrackingError(
+                f"cannot write the tracking spool at {self.path}: {exc}",
+                hint="engage refuses to run without a durable spool rather than lose metrics; "
+                "free disk space, fix permissions, or point ENGAGE_HOME / --home at a writable folder",
+            ) from None
+
+    def _probe_writable(self) -> None:
+        # A read-only file or folder only fails on the first write; find out now, not mid-job.
+        with self._tx() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS probe (x)")
+            db.execute("DELETE FROM probe")
+        if not os.access(self.path.parent, os.W_OK):
+            raise OSError(f"folder {self.path.parent} is not writable")
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- writing -------------------------------------------------------------------------
+    def _tx(self) -> _Transaction:
+        return _Transaction(self._db, self._lock)
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def create_run(
+        self,
+        tracking_uri: str,
+        experiment: str,
+        run_name: str,
+        tags: dict[str, str],
+        parent_local_id: str | None = None,
+        local_id: str | None = None,
+    ) -> str:
+        local_id = local_id or uuid.uuid4().hex
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO runs (local_id, tracking_uri, experiment, run_name, tags, start_ms,"
+                " parent_local_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    local_id,
+                    tracking_uri,
+                    experiment,
+                    run_name,
+                    json.dumps(tags),
+                    now_ms(),
+                    parent_local_id,
+                ),
+            )
+        return local_id
+
+    def append_points(
+        self, run: str, points: Iterable[tuple[str, str, Any, int | None, int]]
+    ) -> int:
+        """Append (kind, key, value, step, timestamp_ms) points in one synced transaction."""
+        rows = []
+        for kind, key, value, step, ts in points:
+            if kind == "metric":
+                num, text = _encode_number(float(value))
+            else:
+                num, text = None, str(value)
+            rows.append((run, kind, key, num, text, step, ts))
+        if rows:
+            self._write_many(rows)
+        return len(rows)
+
+    def append_op(self, run: str, kind: str, payload: dict[str, Any]) -> int:
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO outbox (run, kind, text, ts) VALUES (?, ?, ?, ?)",
+                (run, kind, json.dumps(payload), now_ms()),
+            )
+            return int(cur.lastrowid)
+
+    def _write_many(self, rows: list[tuple]) -> None:
+        try:
+            with self._tx() as db:
+                db.executemany(
+                    "INSERT INTO outbox (run, kind, key, num, text, step, ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+        except sqlite3.Error as exc:
+            raise TrackingError(
+                f"the tracking spool at {self.path} refused a write: {exc}",
+                hint="free disk space or fix permissions; no point was dropped silently",
+            ) from None
+
+    def end_run(self, run: str, status: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE runs SET status = ?, end_ms = ? WHERE local_id = ? AND status IS NULL",
+                (status, now_ms(), run),
+            )
+
+    # -- the drainer's side --------------------------------------------------------------
+    def set_server_ids(self, run: str, server_id: str, experiment_id: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE runs SET server_id = ?, experiment_id = ? WHERE local_id = ?",
+                (server_id, experiment_id, run),
+            )
+
+    def mark_sent(self, seqs: Sequence[int], result: str | None = None) -> None:
+        with self._tx() as db:
+            db.executemany(
+                "UPDATE outbox SET sent = 1, result = ? WHERE seq = ?", [(result, s) for s in seqs]
+            )
+
+    def mark_ended(self, run: str) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE runs SET ended_on_server = 1 WHERE local_id = ?", (run,))
+
+    def pending(self, run: str, limit: int) -> list[Entry]:
+        rows = self._read(
+            "SELECT seq, run, kind, key, num, text, step, ts FROM outbox"
+            " WHERE sent = 0 AND run = ? ORDER BY seq LIMIT ?",
+            (run, limit),
+        )
+        return [_entry(r) for r in rows]
+
+    def runs(self, where: str = "1 = 1", args: Sequence[Any] = ()) -> list[SpoolRun]:
+        rows = self._read(f"SELECT * FROM runs WHERE {where} ORDER BY start_ms", args)
+        return [_run(r) for r in rows]
+
+    def run(self, local_id: str) -> SpoolRun:
+        found = self.runs("local_id = ? OR server_id = ?", (local_id, local_id))
+        if not found:
+            raise TrackingError(f"no run {local_id} in the spool at {self.path}")
+        return found[0]
+
+    def unfinished_runs(self) -> list[SpoolRun]:
+        """Runs with anything left to send: creation, outbox entries, or their end."""
+        return self.runs(
+            "server_id IS NULL OR (status IS NOT NULL AND ended_on_server = 0)"
+            " OR local_id IN (SELECT DISTINCT run FROM outbox WHERE sent = 0)"
+        )
+
+    def result(self, seq: int) -> str | None:
+        rows = self._read("SELECT result FROM outbox WHERE seq = ?", (seq,))
+        return rows[0][0] if rows else None
+
+    def stats(self) -> SpoolStats:
+        ((depth, oldest),) = self._read("SELECT COUNT(*), MIN(ts) FROM outbox WHERE sent = 0")
+        lag = (now_ms() - oldest) / 1000 if oldest else 0.0
+        return SpoolStats(int(depth), lag)
+
+    def pending_count(self, run: str) -> int:
+        return self._read("SELECT COUNT(*) FROM outbox WHERE sent = 0 AND run = ?", (run,))[0][0]
+
+    def integrity_check(self) -> str:
+        return self._read("PRAGMA integrity_check")[0][0]
+
+
+@dataclass(frozen=True)
+class SpoolStats:
+    depth: int  # entries not yet in MLflow
+    lag_seconds: float  # age of the oldest of them
+
+
+def _entry(row: tuple) -> Entry:
+    seq, run, kind, key, num, text, step, ts = row
+    if kind == "metric":
+        value: Any = num if text is None else _NON_FINITE[text]
+    elif kind in POINT_KINDS:
+        value = text
+    else:
+        value = json.loads(text)
+    return Entry(seq, run, kind, key, value, step, ts)
+
+
+def _run(row: tuple) -> SpoolRun:
+    (local_id, uri, experiment, name, tags, start, parent, server, exp_id, status, end, ended) = row
+    return SpoolRun(
+        local_id,
+        uri,
+        experiment,
+        name,
+        json.loads(tags),
+        start,
+        parent,
+        server,
+        exp_id,
+        status,
+        end,
+        bool(ended),
+    )
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT: one writer at a time across processes, synced on commit.
+
+    The lock keeps threads sharing one connection from interleaving transactions.
+    """
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
+        self._db = db
+        self._lock = lock
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._lock.acquire()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._lock.release()
+            raise
+        return self._db
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        try:
+            self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self._lock.release()
