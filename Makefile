@@ -5,7 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: quickstart test test-unit lint format bench constraints clean
+# Debian packages the integration tests need (servers they start themselves on 127.0.0.1).
+SYSTEM_PACKAGES := postgresql
+
+.PHONY: quickstart test test-unit system-deps lint format bench constraints clean
 
 # Create .venv and install engage with the exact tested dependency set.
 $(STAMP): pyproject.toml constraints.txt
@@ -20,8 +23,16 @@ quickstart: $(STAMP)
 	$(BIN)/engage quickstart
 
 ## Install what the tests need and run the whole suite (unit, integration, e2e).
-test: $(STAMP) lint
+test: $(STAMP) system-deps lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
+
+system-deps:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
