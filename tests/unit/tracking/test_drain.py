@@ -165,3 +165,18 @@ def test_only_one_drainer_holds_the_spool(store_uri: str, spool_path: Path) -> N
     assert spool.run(run).server_id is not None
     first.stop()
     second.stop()
+
+
+def test_non_finite_metrics_reach_mlflow_as_recorded(store_uri: str, spool_path: Path) -> None:
+    import math
+
+    spool = Spool(spool_path)
+    run = spool.create_run(store_uri, "drain-nan", "r", {})
+    spool.append_points(run, [("metric", "loss", math.nan, 1, 10), ("metric", "loss", 0.5, 2, 11)])
+
+    _drain(spool_path).stop()
+
+    history = MlflowClient(store_uri).get_metric_history(spool.run(run).server_id, "loss")
+    assert [m.step for m in history] == [1, 2]
+    assert math.isnan(history[0].value)
+    assert history[1].value == 0.5

@@ -1,0 +1,72 @@
+"""The runner's sinks: metrics into the spooled run, non-finite metrics as health events."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from engage.runtime.pipeline import _HealthSink, _MetricSink
+from engage.runtime.reporting import Event
+
+
+class FakeRun:
+    def __init__(self) -> None:
+        self.tags: dict[str, str] = {}
+        self.events: list[Event] = []
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        self.tags.update(tags)
+
+    def log_metric_events(self, events: Sequence[Event]) -> None:
+        self.events.extend(events)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def stage(self, name: str, detail: str = "") -> None:
+        pass
+
+    def emit(self, events: Sequence[Event]) -> None:
+        self.events.extend(events)
+
+
+def test_nan_and_inf_metrics_become_health_events_and_run_tags() -> None:
+    run, observer = FakeRun(), Recorder()
+    sink = _HealthSink(run, observer)
+
+    sink.emit(
+        [
+            Event("metric", "train_loss", math.nan, step=3),
+            Event("metric", "val_loss", 0.5, step=3),
+            Event("metric", "grad_norm", math.inf, step=4),
+        ]
+    )
+
+    assert sink.warnings == ["train_loss is nan at step 3", "grad_norm is inf at step 4"]
+    assert run.tags == {
+        "engage.health.train_loss": "train_loss is nan at step 3",
+        "engage.health.grad_norm": "grad_norm is inf at step 4",
+    }
+    assert [(e.kind, e.name) for e in observer.events] == [("lifecycle", "training_health")] * 2
+
+
+def test_finite_metrics_raise_nothing() -> None:
+    run, observer = FakeRun(), Recorder()
+    sink = _HealthSink(run, observer)
+
+    sink.emit([Event("metric", "loss", 0.1, step=1), Event("progress", "epoch")])
+
+    assert sink.warnings == []
+    assert run.tags == {}
+    assert observer.events == []
+
+
+def test_metric_sink_passes_every_event_to_the_run_unchanged() -> None:
+    run = FakeRun()
+    events = [Event("metric", "loss", math.nan, step=1), Event("progress", "step")]
+
+    _MetricSink(run).emit(events)
+
+    assert run.events == events
