@@ -123,10 +123,10 @@ def promote(
             f"version {number} of {name!r} failed its gate: {gate}",
             hint="pass --force to promote it anyway",
         )
+    chosen_metric = gate_metric(client, chosen, metric, direction)  # checks the flags too
     comparison = None
     if previous is not None:
         champion = get_version(client, name, previous)
-        chosen_metric = gate_metric(client, chosen, metric, direction)
         if chosen_metric is not None:
             comparison = compare(client, chosen, champion, chosen_metric)
         if not force:

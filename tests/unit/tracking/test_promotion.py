@@ -315,3 +315,13 @@ def test_list_and_show_report_aliases_metrics_and_history(client: Any, model: An
 )
 def test_model_refs_parse(text: str, expected: ModelRef) -> None:
     assert ModelRef.parse(text) == expected
+
+
+def test_bad_flags_are_refused_even_without_a_champion(client: Any, model: Any) -> None:
+    model(0.9)
+
+    with pytest.raises(TrackingError, match="--direction needs --metric"):
+        promote(client, model.name, "x", direction="maximize")
+    with pytest.raises(TrackingError, match="must be maximize or minimize"):
+        promote(client, model.name, "x", metric="val_loss", direction="up")
+    assert CHAMPION_ALIAS not in client.get_registered_model(model.name).aliases
