@@ -204,4 +204,6 @@ def log_and_register(
     if not decision.passed:
         return Logged(model_seq, None, decision)
     tags = {"engage.gate": decision.explain()}
+    if decision.metric:  # what `engage models promote` compares on
+        tags |= {"engage.gate_metric": decision.metric, "engage.gate_direction": decision.direction}
     return Logged(model_seq, run.register(registration_spec.model_name, model_seq, tags), decision)

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engage.tracking.catalog import CANDIDATE_ALIAS
 from engage.tracking.spool import Entry, Spool, SpoolRun
 
 LOCAL_ID_TAG = "engage.local_run_id"
 OP_TAG = "engage.op"
-CANDIDATE_ALIAS = "candidate"
 
 
 def client_for(uri: str) -> Any:

@@ -44,20 +44,6 @@ def git_commit(where: Path) -> str | None:
     return out.stdout.strip() or None
 
 
-def environment_tags() -> dict[str, str]:
-    import torch
-
-    import engage
-
-    return {
-        "engage.version": engage.__version__,
-        "engage.python": sys.version.split()[0],
-        "engage.torch": torch.__version__,
-        "engage.platform": platform.platform(),
-        "engage.host": socket.gethostname(),
-    }
-
-
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     """``{"train": {"epochs": 3}}`` -> ``{"train.epochs": "3"}``; lists become JSON-ish text."""
     out: dict[str, str] = {}
@@ -108,6 +94,7 @@ class Lineage:
         """Run tags: git commit/branch/dirty, Python, torch, CUDA, GPUs, driver, host."""
         system = self.system
         tags = {
+            "engage.version": str(system.get("engage")),
             "engage.python": str(system.get("python")),
             "engage.torch": str(system.get("torch", "none")),
             "engage.cuda": str(system.get("cuda") or "none"),

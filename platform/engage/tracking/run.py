@@ -17,7 +17,7 @@ from typing import Any
 
 from engage.runtime.reporting import Event
 from engage.tracking import _ops
-from engage.tracking.lineage import environment_tags, flatten, git_commit
+from engage.tracking.lineage import capture_lineage, flatten
 from engage.tracking.registry import Registration
 from engage.tracking.spool import Spool
 
@@ -53,16 +53,18 @@ class PipelineRun:
         where: Path,
         parent: PipelineRun | None = None,
     ) -> PipelineRun:
-        from mlflow.utils.mlflow_tags import MLFLOW_GIT_COMMIT, MLFLOW_SOURCE_NAME
+        """Spool a new run; a top-level run also records its lineage (git, packages, machine)."""
+        from mlflow.utils.mlflow_tags import MLFLOW_SOURCE_NAME
 
-        all_tags = {**environment_tags(), MLFLOW_SOURCE_NAME: "engage", **tags}
-        commit = git_commit(where)
-        if commit:
-            all_tags[MLFLOW_GIT_COMMIT] = commit
+        lineage = capture_lineage(where) if parent is None else None
+        all_tags = {**(lineage.tags() if lineage else {}), MLFLOW_SOURCE_NAME: "engage", **tags}
         local_id = spool.create_run(
             tracking_uri, experiment, run_name, all_tags, parent.local_id if parent else None
         )
-        return cls(spool, local_id, tracking_uri, experiment)
+        run = cls(spool, local_id, tracking_uri, experiment)
+        for artifact_file, text in (lineage.artifacts() if lineage else {}).items():
+            run.log_text(text, artifact_file)
+        return run
 
     def child(self, run_name: str, tags: Mapping[str, str], where: Path) -> PipelineRun:
         """A nested run (a tuning trial, a federated round) under this one."""

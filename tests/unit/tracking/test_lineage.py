@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engage.tracking.lineage import environment_tags, flatten, git_commit
+from engage.tracking.lineage import flatten, git_commit
 
 
 def test_flatten_joins_nested_keys_with_dots() -> None:
@@ -39,15 +39,3 @@ def test_git_commit_is_none_outside_a_repository(tmp_path: Path) -> None:
 
 def test_git_commit_is_none_for_a_missing_folder(tmp_path: Path) -> None:
     assert git_commit(tmp_path / "absent") is None
-
-
-def test_environment_tags_name_versions() -> None:
-    import torch
-
-    import engage
-
-    tags = environment_tags()
-
-    assert tags["engage.version"] == engage.__version__
-    assert tags["engage.torch"] == torch.__version__
-    assert all(isinstance(v, str) and v for v in tags.values())
