@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 _BATCH_LIMITS = {"metric": 1000, "param": 100, "tag": 100}  # MLflow log_batch limits
 _BATCH_BYTES = 900_000  # under log_batch's 1 MB request limit
 _PERMANENT_CODES = {"INVALID_PARAMETER_VALUE", "RESOURCE_ALREADY_EXISTS", "INVALID_STATE"}
+_FLUSH_RETRY_S = 1.0  # while flush() waits, the thread retries at least this often
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Drainer:
         self._lock_file = open(Path(spool_path).with_suffix(".lock"), "a+")  # noqa: SIM115
         self._have_lock = False
         self._stop = threading.Event()
+        self._wake = threading.Event()  # cuts a backoff short: stop(), or a flush() waiting
         self._thread: threading.Thread | None = None
         self._max_backoff = max_backoff_s
         self._outage_warned = False
@@ -178,7 +180,8 @@ class Drainer:
             while not self._stop.is_set():
                 status = self.drain_once()
                 backoff = min(backoff * 2, self._max_backoff) if status.error else interval_s
-                self._stop.wait(backoff)
+                self._wake.wait(backoff)
+                self._wake.clear()
 
         self._thread = threading.Thread(target=loop, name="engage-drainer", daemon=True)
         self._thread.start()
@@ -187,9 +190,15 @@ class Drainer:
     def flush(self, run_local_id: str | None = None, timeout_s: float = 30.0) -> bool:
         """Drain until ``run_local_id`` (or the whole spool) is in MLflow; False on timeout."""
         deadline = time.monotonic() + timeout_s
+        nudged = 0.0
         while True:
             if self._thread is None or not self._have_lock:
                 self.drain_once()
+            elif time.monotonic() - nudged >= _FLUSH_RETRY_S:
+                # Someone waits: retry now and then, not after a backoff of up to 30 s that
+                # began while the server was down (it may be back already).
+                self._wake.set()
+                nudged = time.monotonic()
             if self.is_drained(run_local_id):
                 return True
             if time.monotonic() > deadline:
@@ -202,6 +211,7 @@ class Drainer:
 
     def stop(self, final_drain_s: float = 0.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
