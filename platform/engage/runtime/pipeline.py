@@ -18,6 +18,8 @@ from engage.runtime.reporting import Event, EventSink, FanOut, Reporter
 from engage.spec import LoadedSpec
 from engage.tracking.registry import GateDecision, Registration
 
+_FINAL_DRAIN_S = 5.0  # how long a failed or interrupted run waits to get its end to MLflow
+
 
 class Observer(EventSink, Protocol):
     """What the runner tells a display: stage boundaries and every event."""
@@ -117,11 +119,19 @@ def run_pipeline(
         spool.path,
         warn=lambda m: observer.emit([Event("lifecycle", "tracking", data={"message": m})]),
     )
+    finished = False
     try:
         drainer.start()
-        return _run(loaded, options, observer, spool, drainer)
+        result = _run(loaded, options, observer, spool, drainer)
+        finished = True
+        return result
     finally:
-        drainer.stop()
+        # After a failure or Ctrl-C the run's FAILED/KILLED end is only in the spool: without
+        # a last drain MLflow shows the run RUNNING until the next engage process drains.
+        # Bounded, so an unreachable server cannot hold up the exit; the spool keeps the rest.
+        drainer.stop(
+            final_drain_s=0.0 if finished else min(_FINAL_DRAIN_S, options.drain_timeout_s)
+        )
         spool.close()
 
 

@@ -1,0 +1,148 @@
+"""Ctrl-C during training: exit 130, the MLflow run marked KILLED, no Ray process left behind."""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import mlflow
+import psutil
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+ENGAGE = Path(sys.executable).with_name("engage")
+_FIRST_EPOCH_S = 180.0
+_EXIT_S = 30.0
+
+
+def _read_lines(stream, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def _wait_for(lines: queue.Queue, text: str, timeout: float, stderr: Path) -> None:
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=1)
+        except queue.Empty:
+            continue
+        if line is None:
+            break
+        seen.append(line)
+        if text in line:
+            return
+    pytest.fail(
+        f"no {text!r} in the output within {timeout:.0f}s:\n{''.join(seen)[-2000:]}\n"
+        f"stderr:\n{stderr.read_text()[-3000:]}"
+    )
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _describe(p: psutil.Process) -> str:
+    try:
+        return f"{p.pid} {' '.join(p.cmdline())[:100]}"
+    except psutil.Error:
+        return str(p.pid)
+
+
+def _survivors(procs: list[psutil.Process], ray_tmp: Path, timeout: float) -> list[str]:
+    """Processes of the run still alive after ``timeout``: its tree, or any naming its Ray dir."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [p for p in procs if _alive(p)]
+        alive += [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if any(str(ray_tmp) in part for part in p.info["cmdline"] or ()) and _alive(p)
+        ]
+        if not alive or time.monotonic() > deadline:
+            return [_describe(p) for p in alive]
+        time.sleep(0.5)
+
+
+@pytest.fixture
+def ray_tmp() -> Iterator[Path]:
+    """A short RAY_TMPDIR only this run uses (Ray's socket paths must stay under 108 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="eg-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    "to_group",
+    [
+        pytest.param(True, id="terminal-ctrl-c"),  # the shell signals the whole process group
+        pytest.param(False, id="kill-int-pid"),  # only engage gets it; it must stop Ray itself
+    ],
+)
+def test_ctrl_c_during_training_stops_cleanly(
+    to_group: bool, tmp_path: Path, engage_env: dict[str, str], ray_tmp: Path
+) -> None:
+    # Arrange: a long run whose embedded Ray keeps its files under a dir only it uses.
+    shutil.copytree(REPO / "pipelines", tmp_path / "pipelines")
+    stderr_path = tmp_path / "stderr.txt"
+    stderr = stderr_path.open("w+")
+    proc = subprocess.Popen(
+        [str(ENGAGE), "run", "pipelines/quickstart.yaml", "--set", "train.epochs=200"],
+        cwd=tmp_path,
+        env={**engage_env, "RAY_TMPDIR": str(ray_tmp)},
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        start_new_session=True,
+    )
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True).start()
+    try:
+        _wait_for(lines, "epoch 1/200", _FIRST_EPOCH_S, stderr_path)
+        tree = psutil.Process(proc.pid).children(recursive=True)
+
+        # Act
+        sent = time.monotonic()
+        if to_group:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=_EXIT_S)
+        seconds = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    # Assert: exit code and message
+    stderr.seek(0)
+    err = stderr.read()
+    assert code == 130, err[-3000:]
+    assert seconds < _EXIT_S
+    assert "interrupted" in err
+    assert "Traceback" not in err, err[-3000:]
+    # Assert: the run stopped mid-training and says so
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / '.engage'}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("quickstart").experiment_id])
+    assert run.info.status == "KILLED"
+    epochs = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
+    assert 1 <= len(epochs) < 200
+    # Assert: no Ray process of this run (raylet, GCS, workers) outlives it
+    assert tree, "engage had no child processes: was Ray started at all?"
+    assert _survivors(tree, ray_tmp, timeout=15) == []

@@ -1,0 +1,208 @@
+"""Real Ray for integration tests: one in-process local session, and a two-node loopback cluster.
+
+The loopback cluster is started and stopped by process id (never `ray stop`, which kills every
+Ray process on the machine, other people's included). See /work/shared/NOTES.md, "Ray on 2 cores".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+VENV_BIN = Path(sys.executable).parent
+_NODE_READY_S = 90.0
+_SIGTERM_GRACE_S = 5.0
+
+
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[None]:
+    """One local Ray session shared by in-process tests (engage's ``ray_session`` reuses it).
+
+    ``address="local"``: without it ray.init attaches to whatever cluster already runs here.
+    """
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=True,
+        logging_level="WARNING",
+        log_to_driver=False,
+    )
+    yield
+    ray.shutdown()
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now (closed again before returning)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LoopbackCluster:
+    """A head node and a second node started by this test session, on this machine."""
+
+    address: str  # GCS host:port, what `engage run --address` takes
+    dashboard_url: str  # State API endpoint
+    env: dict[str, str]  # token auth for every process that talks to the cluster
+    root: Path  # holds both nodes' --temp-dir; every Ray process of ours names it
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    def python(self, code: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        """Run ``code`` in a fresh interpreter with the cluster's auth env (isolates Ray's state)."""
+        return subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def state(self, code: str) -> object:
+        """Evaluate ``code`` (State API calls against this cluster) and return its JSON result."""
+        done = self.python(
+            "import json\nfrom ray.util import state\n"
+            f"URL = {self.dashboard_url!r}\nprint(json.dumps({code}))"
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _start_node(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    # --block keeps `ray start` in the foreground as the parent of the node's processes;
+    # its own session makes the node one process group we can signal.
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [str(VENV_BIN / "ray"), "start", "--block", "--disable-usage-stats", *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _wait_for_nodes(cluster: LoopbackCluster, n: int) -> None:
+    code = f"""
+import time
+from ray.util.state import list_nodes
+deadline = time.monotonic() + {_NODE_READY_S}
+while True:
+    try:
+        alive = [x for x in list_nodes(address={cluster.dashboard_url!r}) if x.state == "ALIVE"]
+    except Exception as exc:
+        alive, last = [], exc
+    if len(alive) >= {n}:
+        break
+    if time.monotonic() > deadline:
+        raise SystemExit(f"only {{len(alive)}} nodes alive after {_NODE_READY_S}s")
+    time.sleep(1)
+"""
+    done = cluster.python(code, timeout=_NODE_READY_S + 30)
+    logs = "\n".join(log.read_text()[-2000:] for log in sorted(cluster.root.glob("*.log")))
+    for proc in cluster.procs:
+        assert proc.poll() is None, f"`ray start` exited with {proc.returncode}:\n{logs}"
+    assert done.returncode == 0, f"{done.stderr[-2000:]}\n{logs}"
+
+
+def _ours(cluster: LoopbackCluster, known: list[psutil.Process]) -> list[psutil.Process]:
+    """Live processes of this cluster: the known tree plus anything naming our temp dir."""
+    found = {p.pid: p for p in known if p.is_running()}
+    for p in psutil.process_iter(["cmdline"]):
+        if any(str(cluster.root) in part for part in p.info["cmdline"] or ()):
+            found.setdefault(p.pid, p)
+    return list(found.values())
+
+
+def stop_cluster(cluster: LoopbackCluster) -> list[str]:
+    """SIGTERM each node's process group, then SIGKILL what is left; returns survivors."""
+    tree: list[psutil.Process] = []
+    for proc in cluster.procs:
+        try:
+            root = psutil.Process(proc.pid)
+            tree += [root, *root.children(recursive=True)]  # workers get their own pgid
+        except psutil.NoSuchProcess:
+            pass
+    for proc in reversed(cluster.procs):  # the second node first, the head last
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    _, alive = psutil.wait_procs(_ours(cluster, tree), timeout=_SIGTERM_GRACE_S)
+    for p in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    _, alive = psutil.wait_procs(_ours(cluster, tree), timeout=10)
+    for proc in cluster.procs:
+        proc.wait(timeout=10)
+    return [f"{p.pid} {' '.join(p.cmdline())[:120]}" for p in alive if p.is_running()]
+
+
+@pytest.fixture
+def loopback_cluster() -> Iterator[LoopbackCluster]:
+    """A two-node Ray cluster (1 CPU each) on this machine with token auth, stopped by PID."""
+    # Short root: Ray's Unix socket paths live under it (108-byte limit).
+    root = Path(tempfile.mkdtemp(prefix="eg-", dir="/tmp"))
+    token = root / "token"
+    token.write_text(secrets.token_hex(32))
+    token.chmod(0o600)
+    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
+    node_env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | env
+    port, dashboard = free_port(), free_port()
+    cluster = LoopbackCluster(f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}", env, root)
+    # Every fixed default port is made explicit so a cluster someone else runs here can't clash.
+    # Ray rewrites 127.0.0.1 to the host's own IP for the node address; the GCS stays reachable
+    # on loopback, which is all the driver needs.
+    common = ["--num-cpus=1", "--node-ip-address=127.0.0.1"]
+    try:
+        cluster.procs.append(
+            _start_node(
+                [
+                    "--head",
+                    f"--port={port}",
+                    f"--temp-dir={root / 'a'}",
+                    "--dashboard-host=127.0.0.1",
+                    f"--dashboard-port={dashboard}",
+                    f"--ray-client-server-port={free_port()}",
+                    f"--dashboard-agent-listen-port={free_port()}",
+                    *common,
+                ],
+                node_env,
+                root / "head.log",
+            )
+        )
+        _wait_for_nodes(cluster, 1)
+        cluster.procs.append(
+            _start_node(
+                [
+                    f"--address={cluster.address}",
+                    f"--temp-dir={root / 'b'}",
+                    f"--dashboard-agent-listen-port={free_port()}",
+                    *common,
+                ],
+                node_env,
+                root / "node.log",
+            )
+        )
+        _wait_for_nodes(cluster, 2)
+        yield cluster
+    finally:
+        survivors = stop_cluster(cluster)
+        shutil.rmtree(root, ignore_errors=True)
+    assert not survivors, f"Ray processes of the test cluster survived teardown: {survivors}"
