@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import logging
+import os
 import signal
 import sys
 import traceback
@@ -55,7 +55,8 @@ def _guarded(fn: Callable[[], None]) -> None:
     """Run a command body: EngageError -> headline + exit code, anything else -> internal."""
     signal.signal(signal.SIGTERM, _raise_interrupt)
     # MLflow logs schema migrations at INFO on every new store; users need none of it.
-    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    # (MLflow sets its level when first imported, so say it through its variable.)
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     try:
         fn()
         code = exit_codes.OK

@@ -91,4 +91,4 @@ class RunDisplay:
         if self._epoch_task is not None:
             self.progress.update(self._epoch_task, completed=d["epoch"], metrics=text)
         if not self.live:
-            self.console.print(f"  epoch {d['epoch']}/{d['epochs']}: {text}")
+            self.console.print(f"  epoch {int(d['epoch'])}/{d['epochs']}: {text}")

@@ -46,6 +46,8 @@ def print_summary(console: Console, loaded: LoadedSpec, result: PipelineResult) 
             "[yellow]not registered[/]: the model did not pass the gate; it is logged with the "
             f"run as {result.model_uri}"
         )
+    if result.metrics_url:
+        console.print(f"live metrics were served at {result.metrics_url} (Prometheus format)")
     console.print(f"open the run:  {ui_command(result.tracking_uri)}")
     console.print(
         f"           then {run_url(result.tracking_uri, result.experiment_id, result.run_id)}"

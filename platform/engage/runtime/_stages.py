@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from engage.data import PreparedData, prepare
-from engage.runtime.reporting import Reporter
+from engage.runtime.reporting import Event, Reporter
 from engage.runtime.session import SessionInfo, ray_session, resolve_address
 from engage.spec import LoadedSpec
 from engage.tracking import PipelineRun, Spool, decide
@@ -71,6 +71,19 @@ def open_run(loaded: LoadedSpec, data: PreparedData, spool: Spool, options: Any)
         {"schema": fp.schema, "params": fp.params, "rows": fp.rows}, "dataset/fingerprint.json"
     )
     return run
+
+
+def start_monitor(loaded: LoadedSpec, run: PipelineRun, spool: Spool, options: Any, observer: Any):
+    """The job's live monitor (None when the spec turns it off); prints where it serves."""
+    from engage.monitor import JobMonitor
+
+    spec = loaded.spec.monitor
+    if not spec.enabled:
+        return None
+    monitor = JobMonitor(loaded.spec.name, run.wait_for_run_id(3.0), options.home, spec, spool)
+    url = monitor.start()
+    observer.emit([Event("lifecycle", "monitor", data={"message": f"metrics at {url}"})])
+    return monitor
 
 
 @dataclass

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from engage.runtime.reporting import Event, EventSink, FanOut, Reporter
+from engage.runtime.session import preflight, resolve_address
 from engage.spec import LoadedSpec
 from engage.tracking.registry import GateDecision, Registration
 
@@ -60,16 +61,21 @@ class PipelineResult:
     cluster: dict[str, float]
     pending: int  # spool entries of this run not yet in MLflow (0 when all landed)
     health: tuple[str, ...] = ()  # training-health warnings (non-finite metrics)
+    metrics_url: str | None = None  # the job's Prometheus endpoint while it ran
 
 
 class _MetricSink:
-    """Spools metric events of the run (the drainer sends them to MLflow)."""
+    """Spools metric events of the run (the drainer sends them to MLflow).
+
+    Per-worker series (step timings, resources) go to MLflow from rank 0 only; the monitor
+    keeps every rank.
+    """
 
     def __init__(self, run: Any) -> None:
         self._run = run
 
     def emit(self, events: Sequence[Event]) -> None:
-        self._run.log_metric_events(events)
+        self._run.log_metric_events([e for e in events if e.labels.get("rank", "0") == "0"])
 
 
 class _HealthSink:
@@ -90,13 +96,14 @@ class _HealthSink:
 
 
 class _Timer:
-    def __init__(self, observer: Observer) -> None:
+    def __init__(self, *observers: Any) -> None:
         self.seconds: dict[str, float] = {}
-        self._observer = observer
+        self.observers = list(observers)
 
     @contextmanager
     def stage(self, name: str, detail: str = "") -> Iterator[None]:
-        self._observer.stage(name, detail)
+        for observer in self.observers:
+            observer.stage(name, detail)
         started = time.perf_counter()
         try:
             yield
@@ -143,9 +150,13 @@ def _run(
     timer = _Timer(observer)
     with timer.stage("data"):
         data = _stages.prepare_data(loaded)
+    preflight(resolve_address(options.address))  # before the run exists: no FAILED runs for a typo
     run = _stages.open_run(loaded, data, spool, options)
     health = _HealthSink(run, observer)
-    sinks = [_MetricSink(run), health, observer]
+    monitor = _stages.start_monitor(loaded, run, spool, options, observer)
+    if monitor is not None:
+        timer.observers.append(monitor)
+    sinks = [_MetricSink(run), health, *([monitor] if monitor else []), observer]
     status = "FAILED"
     try:
         reporter = Reporter(FanOut(sinks), {"stage": "driver"})
@@ -169,6 +180,8 @@ def _run(
         raise
     finally:
         run.end(status)
+        if monitor is not None:
+            monitor.stop()
     with timer.stage("tracking", "waiting for MLflow to have every point"):
         drainer.flush(run.local_id, timeout_s=options.drain_timeout_s)
     reporter.metric("stage_tracking_seconds", timer.seconds["tracking"])
@@ -190,6 +203,7 @@ def _run(
         session.info.resources,
         spool.pending_count(run.local_id),
         tuple(health.warnings),
+        monitor.url if monitor is not None else None,
     )
 
 

@@ -30,6 +30,12 @@ def resolve_address(flag: str | None) -> str | None:
     return flag or env_vars.RAY_ADDRESS.get()
 
 
+def preflight(address: str | None) -> None:
+    """Fail before any work when an explicit cluster address does not answer."""
+    if address:
+        _check_reachable(address)
+
+
 def _check_reachable(address: str) -> None:
     """Fail fast on a host:port nobody listens on, before Ray's long retry loop."""
     if address == "auto" or address.startswith("ray://"):

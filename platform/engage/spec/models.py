@@ -111,6 +111,18 @@ class ModelSpec(StrictModel):
     )
 
 
+class FaultSpec(StrictModel):
+    """Deliberate faults, to check that monitoring and alerting catch them. Leave unset."""
+
+    data_delay_seconds: float = Field(
+        0.0, ge=0.0, le=60.0, description="sleep before each batch, like a slow input pipeline"
+    )
+    stall_after_epoch: int | None = Field(
+        None, ge=1, description="hang after this epoch for stall_seconds"
+    )
+    stall_seconds: float = Field(0.0, ge=0.0, le=86_400.0, description="how long the hang lasts")
+
+
 class TrainSpec(StrictModel):
     epochs: int = Field(5, ge=1, le=100_000)
     batch_size: int = Field(256, ge=1, le=1_000_000, description="global batch, split over workers")
@@ -125,6 +137,7 @@ class TrainSpec(StrictModel):
     )
     checkpoint_every: int = Field(1, ge=1, description="epochs between checkpoints")
     checkpoints_to_keep: int = Field(2, ge=1, le=1000)
+    faults: FaultSpec | None = Field(None, description="fault injection for testing alerts")
 
     @field_validator("resources_per_worker")
     @classmethod
@@ -172,6 +185,22 @@ class TrackingSpec(StrictModel):
     )
 
 
+class MonitorSpec(StrictModel):
+    """The job's live monitor: its Prometheus endpoint and its own alert evaluation."""
+
+    enabled: bool = Field(True, description="serve job metrics and evaluate alert rules")
+    host: str = Field(
+        "127.0.0.1", min_length=1, description="address the metrics endpoint binds to"
+    )
+    port: int = Field(0, ge=0, le=65535, description="metrics port; 0 picks a free one")
+    stall_seconds: float = Field(
+        120.0, gt=0.0, le=86_400.0, description="alert when no training step for this long"
+    )
+    evaluate_every_seconds: float = Field(
+        5.0, gt=0.0, le=3600.0, description="how often the job evaluates its alert rules"
+    )
+
+
 class PipelineSpec(StrictModel):
     """A whole pipeline: what data, which model, how to train, where to track."""
 
@@ -181,6 +210,9 @@ class PipelineSpec(StrictModel):
     model: ModelSpec
     train: TrainSpec = TrainSpec()
     tracking: TrackingSpec = TrackingSpec()
+    monitor: MonitorSpec = Field(
+        default_factory=MonitorSpec, description="the live monitor: endpoint and alert evaluation"
+    )
 
     @property
     def experiment_name(self) -> str:

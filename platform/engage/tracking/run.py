@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -76,6 +77,15 @@ class PipelineRun:
         run = self.spool.run(self.local_id)
         return RunIds(run.local_id, run.server_id, run.experiment_id)
 
+    def wait_for_run_id(self, timeout_s: float) -> str:
+        """The MLflow run id if the drainer creates the run within ``timeout_s``, else the local id."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if (server_id := self.spool.run(self.local_id).server_id) is not None:
+                return server_id
+            time.sleep(0.05)
+        return self.run_id
+
     @property
     def run_id(self) -> str:
         """The MLflow run id once known, else the local id (mapped when the server has it)."""
@@ -119,7 +129,7 @@ class PipelineRun:
             dataset = mlflow.data.from_pandas(
                 frame, source=source, targets=target, name=name, digest=digest[:36]
             )
-        entity = dataset._to_mlflow_entity()
+            entity = dataset._to_mlflow_entity()  # infers the schema, which warns too
         payload = {
             "dataset": {
                 "name": entity.name,

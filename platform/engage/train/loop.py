@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from engage.errors import TrainingError
+from engage.monitor.resources import ResourceSampler
 from engage.runtime.reporting import HubTransport, Reporter
 from engage.spec.models import ModelSpec, TrainSpec
 from engage.train.builders import ModelShape, get_builder
@@ -85,74 +86,139 @@ def _report(metrics: dict[str, float], epoch: int, job: TrainJob, rank: int, sta
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(d))
 
 
-def train_loop_per_worker(config: dict[str, Any]) -> None:
-    """Entry point Ray Train calls on each worker with ``{"job": TrainJob}``."""
+@dataclass
+class _Worker:
+    """One worker's view of the job: its data shard, model and reporter."""
+
+    job: TrainJob
+    rank: int
+    world: int
+    reporter: Reporter
+    x: torch.Tensor
+    y: torch.Tensor
+    val_x: torch.Tensor
+    val_y: torch.Tensor
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    device: Any
+
+    @property
+    def per_worker(self) -> int:
+        return max(1, self.job.train.batch_size // self.world)
+
+    @property
+    def n_per(self) -> int:
+        return len(self.x) // self.world
+
+
+def _epoch(w: _Worker, epoch: int, resources: ResourceSampler) -> tuple[float, float, float]:
+    """Train one epoch; returns (loss sum, data wait seconds, wall seconds) of this worker."""
+    job, faults = w.job, w.job.train.faults
+    g = torch.Generator().manual_seed(job.train.seed * 1_000_003 + epoch)
+    shard = torch.randperm(len(w.x), generator=g)[w.rank * w.n_per : (w.rank + 1) * w.n_per]
+    steps = math.ceil(w.n_per / w.per_worker)
+    loss_fn = loss_function(job.task)
+    started = last_tick = time.perf_counter()
+    loss_sum = wait = 0.0
+    for step in range(steps):
+        t0 = time.perf_counter()
+        if faults is not None and faults.data_delay_seconds:
+            time.sleep(faults.data_delay_seconds)  # a deliberately slow input pipeline
+        idx = shard[step * w.per_worker : (step + 1) * w.per_worker]
+        xb, yb = w.x[idx].to(w.device), targets_for_loss(w.y[idx], job.task).to(w.device)
+        t1 = time.perf_counter()
+        w.optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(w.model(xb), yb)
+        loss.backward()
+        w.optimizer.step()
+        loss_sum += loss.item() * len(idx)
+        t2 = time.perf_counter()
+        wait += t1 - t0
+        global_step = (epoch - 1) * steps + step + 1
+        w.reporter.metrics(
+            {
+                "step_seconds": t2 - t0,
+                "data_wait_seconds": t1 - t0,
+                "compute_seconds": t2 - t1,
+                "samples": len(idx),
+            },
+            step=global_step,
+        )
+        resources.maybe_report(w.reporter, global_step)
+        if w.rank == 0 and t2 - last_tick > _PROGRESS_EVERY_S:
+            last_tick = t2
+            w.reporter.progress("step", epoch=epoch, step=step + 1, steps=steps)
+    return loss_sum, wait, time.perf_counter() - started
+
+
+def _epoch_metrics(
+    w: _Worker, epoch: int, loss_sum: float, wait: float, seconds: float
+) -> dict[str, float]:
+    totals = _all_reduce(torch.tensor([loss_sum, float(w.n_per), wait], dtype=torch.float64))
+    core = getattr(w.model, "module", w.model)
+    val = accumulate(core, w.val_x, w.val_y, w.job.task, w.job.shape.outputs, w.per_worker * 4)
+    return {
+        "epoch": float(epoch),
+        "train_loss": totals[0].item() / totals[1].item(),
+        **finalize(_all_reduce(val), w.job.task, "val"),
+        "samples_per_second": totals[1].item() / seconds,
+        "epoch_seconds": seconds,
+        "epoch_data_wait_seconds": totals[2].item() / w.world,
+    }
+
+
+def _setup(job: TrainJob) -> _Worker:
     import ray
     import ray.train
     import ray.train.torch
 
-    job: TrainJob = config["job"]
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    reporter = Reporter(HubTransport(job.hub), {"rank": str(rank)})
     data = ray.get(job.data_ref)
-    x, y = torch.from_numpy(data["train_x"]), torch.from_numpy(data["train_y"])
-    val_x, val_y = data["val_x"][rank::world], data["val_y"][rank::world]
-    val_x, val_y = torch.from_numpy(val_x), torch.from_numpy(val_y)
-
     model = ray.train.torch.prepare_model(build_model(job))
-    core = getattr(model, "module", model)
-    device = ray.train.torch.get_device()
-    optimizer = make_optimizer(job.train, model.parameters())
-    loss_fn = loss_function(job.task)
-    per_worker = max(1, job.train.batch_size // world)
-    n_per = len(x) // world
-    steps = math.ceil(n_per / per_worker)
-    n_classes = job.shape.outputs
+    return _Worker(
+        job=job,
+        rank=rank,
+        world=world,
+        reporter=Reporter(HubTransport(job.hub), {"rank": str(rank)}),
+        x=torch.from_numpy(data["train_x"]),
+        y=torch.from_numpy(data["train_y"]),
+        val_x=torch.from_numpy(data["val_x"][rank::world]),
+        val_y=torch.from_numpy(data["val_y"][rank::world]),
+        model=model,
+        optimizer=make_optimizer(job.train, model.parameters()),
+        device=ray.train.torch.get_device(),
+    )
 
-    for epoch in range(_restore(core, optimizer), job.train.epochs + 1):
-        g = torch.Generator().manual_seed(job.train.seed * 1_000_003 + epoch)
-        shard = torch.randperm(len(x), generator=g)[rank * n_per : (rank + 1) * n_per]
-        started = last_tick = time.perf_counter()
-        loss_sum = wait = 0.0
-        for step in range(steps):
-            t0 = time.perf_counter()
-            idx = shard[step * per_worker : (step + 1) * per_worker]
-            xb, yb = x[idx].to(device), targets_for_loss(y[idx], job.task).to(device)
-            wait += time.perf_counter() - t0
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            optimizer.step()
-            loss_sum += loss.item() * len(idx)
-            if rank == 0 and time.perf_counter() - last_tick > _PROGRESS_EVERY_S:
-                last_tick = time.perf_counter()
-                reporter.progress("step", epoch=epoch, step=step + 1, steps=steps)
-        seconds = time.perf_counter() - started
-        totals = _all_reduce(torch.tensor([loss_sum, float(n_per), wait], dtype=torch.float64))
-        val = _all_reduce(accumulate(core, val_x, val_y, job.task, n_classes, per_worker * 4))
-        metrics = {
-            "train_loss": totals[0].item() / totals[1].item(),
-            **finalize(val, job.task, "val"),
-            "samples_per_second": totals[1].item() / seconds,
-            "epoch_seconds": seconds,
-            "data_wait_seconds": totals[2].item() / world,
-        }
-        if rank == 0:
-            reporter.metrics(metrics, step=epoch)
-            reporter.progress("epoch", epoch=epoch, epochs=job.train.epochs, **metrics)
-            reporter.flush()
+
+def train_loop_per_worker(config: dict[str, Any]) -> None:
+    """Entry point Ray Train calls on each worker with ``{"job": TrainJob}``."""
+    job: TrainJob = config["job"]
+    w = _setup(job)
+    core = getattr(w.model, "module", w.model)
+    w.reporter.lifecycle("train_start", world_size=w.world)
+    resources = ResourceSampler(w.device)
+    faults = job.train.faults
+    for epoch in range(_restore(core, w.optimizer), job.train.epochs + 1):
+        loss_sum, wait, seconds = _epoch(w, epoch, resources)
+        metrics = _epoch_metrics(w, epoch, loss_sum, wait, seconds)
+        if w.rank == 0:
+            w.reporter.metrics(metrics, step=epoch)
+            w.reporter.progress("epoch", epochs=job.train.epochs, **metrics)
+        w.reporter.flush()
         if not math.isfinite(metrics["train_loss"]):
-            reporter.flush(wait=True)
+            w.reporter.flush(wait=True)
             raise TrainingError(
                 f"train_loss became {metrics['train_loss']} in epoch {epoch}",
                 hint="lower train.learning_rate or check the data for extreme values",
             )
         state = {
             "model": core.state_dict(),
-            "optimizer": optimizer.state_dict(),
+            "optimizer": w.optimizer.state_dict(),
             "epoch": epoch,
             "metrics": metrics,
         }
-        _report(metrics, epoch, job, rank, state)
-    reporter.flush(wait=True)
+        _report(metrics, epoch, job, w.rank, state)
+        if faults is not None and faults.stall_after_epoch == epoch:
+            time.sleep(faults.stall_seconds)  # a deliberate hang, to test the stall alert
+    w.reporter.flush(wait=True)

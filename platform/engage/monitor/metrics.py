@@ -1,0 +1,239 @@
+"""The Prometheus metrics of a job, on an explicit registry, fed by reported events.
+
+Names follow Prometheus conventions (``engage_`` prefix, base units, ``_total`` for
+counters) with labels ``job``, ``run_id`` and, per worker, ``rank``. The MLflow metric key
+of each is the same name without the prefix.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from engage.runtime.reporting import Event
+
+STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+STALL_WINDOW_S = 60.0  # the data stall ratio covers this much recent training time
+
+JOB = ("job", "run_id")
+WORKER = ("job", "run_id", "rank")
+
+
+class JobMetrics:
+    """Every metric family of one job, and the mapping from events to them."""
+
+    def __init__(self, registry: CollectorRegistry, job: str, run_id: str) -> None:
+        self.registry = registry
+        self.labels = {"job": job, "run_id": run_id}
+        r = registry
+        self.step_seconds = Histogram(
+            "engage_step_seconds",
+            "Wall time of one training step.",
+            WORKER,
+            buckets=STEP_BUCKETS,
+            registry=r,
+        )
+        self.steps = Counter("engage_steps_total", "Training steps completed.", WORKER, registry=r)
+        self.samples = Counter(
+            "engage_samples_total", "Training samples processed.", WORKER, registry=r
+        )
+        self.data_wait = Counter(
+            "engage_data_wait_seconds_total",
+            "Time blocked waiting for the next batch.",
+            WORKER,
+            registry=r,
+        )
+        self.compute = Counter(
+            "engage_compute_seconds_total",
+            "Time in forward, backward and optimiser step.",
+            WORKER,
+            registry=r,
+        )
+        self.stall_ratio = Gauge(
+            "engage_data_stall_ratio",
+            f"Share of the last {STALL_WINDOW_S:g} s of steps spent waiting for data.",
+            JOB,
+            registry=r,
+        )
+        self.throughput = Gauge(
+            "engage_samples_per_second", "Training throughput over the last epoch.", JOB, registry=r
+        )
+        self.loss = Gauge("engage_loss", "Latest loss per split.", (*JOB, "split"), registry=r)
+        self.eval_metric = Gauge(
+            "engage_eval_metric",
+            "Latest evaluation metric (accuracy, F1, MAE...).",
+            (*JOB, "metric"),
+            registry=r,
+        )
+        self.epoch = Gauge("engage_epoch", "Last completed epoch.", JOB, registry=r)
+        self.workers = Gauge("engage_workers", "Training workers running.", JOB, registry=r)
+        self.restarts = Counter(
+            "engage_restarts_total", "Training worker group restarts.", JOB, registry=r
+        )
+        self.last_step = Gauge(
+            "engage_last_step_timestamp_seconds",
+            "Unix time of the last training step.",
+            JOB,
+            registry=r,
+        )
+        self.stage = Gauge(
+            "engage_stage", "1 for the stage the job is in.", (*JOB, "stage"), registry=r
+        )
+        self.cpu = Counter(
+            "engage_worker_cpu_seconds_total",
+            "CPU time used by a worker process.",
+            WORKER,
+            registry=r,
+        )
+        self.rss = Gauge(
+            "engage_worker_resident_memory_bytes",
+            "Resident memory of a worker process.",
+            WORKER,
+            registry=r,
+        )
+        self.gpu_util = Gauge(
+            "engage_gpu_utilization_ratio",
+            "GPU utilisation of a worker's device (0-1).",
+            WORKER,
+            registry=r,
+        )
+        self.gpu_memory = Gauge(
+            "engage_gpu_memory_used_bytes",
+            "GPU memory used by a worker's device.",
+            WORKER,
+            registry=r,
+        )
+        self.spool_depth = Gauge(
+            "engage_tracking_spool_depth", "Tracking entries not yet in MLflow.", JOB, registry=r
+        )
+        self.spool_lag = Gauge(
+            "engage_tracking_spool_lag_seconds",
+            "Age of the oldest entry not yet in MLflow.",
+            JOB,
+            registry=r,
+        )
+        self.alerts = Gauge(
+            "engage_alerts_firing",
+            "1 while an alert rule fires for this job.",
+            (*JOB, "alertname"),
+            registry=r,
+        )
+        self._lock = threading.Lock()
+        self._window: deque[tuple[float, float, float]] = deque()  # (time, wait, step seconds)
+        self._cpu_seen: dict[str, float] = {}
+        self._starts = 0
+        self._last_step_at = 0.0
+
+    # -- from events --------------------------------------------------------------------------
+    def observe(self, events: Sequence[Event]) -> None:
+        with self._lock:
+            for event in events:
+                if event.kind == "metric" and event.value is not None:
+                    self._metric(event)
+                elif event.kind == "lifecycle":
+                    self._lifecycle(event)
+            self._update_stall_ratio(time.time())
+
+    def _metric(self, e: Event) -> None:
+        rank = e.labels.get("rank")
+        name, value = e.name, e.value
+        if rank is not None and name in _WORKER_HANDLERS:
+            _WORKER_HANDLERS[name](
+                self, {**self.labels, "rank": rank}, value, e.timestamp_ms / 1000
+            )
+        elif name in ("train_loss", "val_loss", "test_loss"):
+            self.loss.labels(**self.labels, split=name.removesuffix("_loss")).set(value)
+        elif name.startswith(("val_", "test_")):
+            self.eval_metric.labels(**self.labels, metric=name).set(value)
+        elif name == "samples_per_second":
+            self.throughput.labels(**self.labels).set(value)
+        elif name == "epoch":
+            self.epoch.labels(**self.labels).set(value)
+
+    def _step(self, labels: dict, seconds: float, at: float) -> None:
+        self.step_seconds.labels(**labels).observe(seconds)
+        self.steps.labels(**labels).inc()
+        self._last_step_at = max(at, self._last_step_at)
+        self.last_step.labels(**self.labels).set(self._last_step_at)
+
+    def _wait(self, labels: dict, seconds: float, at: float) -> None:
+        self.data_wait.labels(**labels).inc(max(seconds, 0.0))
+        self._window.append((at, seconds, 0.0))
+
+    def _compute(self, labels: dict, seconds: float, at: float) -> None:
+        self.compute.labels(**labels).inc(max(seconds, 0.0))
+        self._window.append((at, 0.0, seconds))
+
+    def _cpu_total(self, labels: dict, seconds: float, at: float) -> None:
+        # Workers report their process's cumulative CPU time; the counter takes the increase.
+        key = labels["rank"]
+        increase = seconds - self._cpu_seen.get(key, 0.0)
+        self._cpu_seen[key] = seconds
+        if increase > 0:
+            self.cpu.labels(**labels).inc(increase)
+
+    def _lifecycle(self, e: Event) -> None:
+        if e.name == "stage":
+            for stage in _STAGES:
+                self.stage.labels(**self.labels, stage=stage).set(
+                    1.0 if stage == e.data["stage"] else 0.0
+                )
+        elif e.name == "train_start" and e.labels.get("rank") == "0":
+            self._starts += 1
+            if self._starts > 1:
+                self.restarts.labels(**self.labels).inc()
+            self.workers.labels(**self.labels).set(e.data.get("world_size", 0))
+        elif e.name == "alert":
+            firing = 1.0 if e.data.get("state") == "firing" else 0.0
+            self.alerts.labels(**self.labels, alertname=e.data["rule"]).set(firing)
+
+    def _update_stall_ratio(self, now: float) -> None:
+        while self._window and self._window[0][0] < now - STALL_WINDOW_S:
+            self._window.popleft()
+        wait = sum(w for _, w, _ in self._window)
+        busy = wait + sum(c for _, _, c in self._window)
+        if busy > 0:
+            self.stall_ratio.labels(**self.labels).set(wait / busy)
+
+    # -- set directly by the job ---------------------------------------------------------------
+    def set_stage(self, stage: str) -> None:
+        self.observe([Event("lifecycle", "stage", data={"stage": stage})])
+
+    def snapshot(self) -> dict[str, float]:
+        """Current value of every sample, keyed ``name{label="v",...}`` (for the evaluator)."""
+        out: dict[str, float] = {}
+        with self._lock:
+            for family in self.registry.collect():
+                for sample in family.samples:
+                    labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+                    out[f"{sample.name}{{{labels}}}"] = sample.value
+        return out
+
+    def set_spool(self, depth: int, lag_seconds: float) -> None:
+        with self._lock:
+            self.spool_depth.labels(**self.labels).set(depth)
+            self.spool_lag.labels(**self.labels).set(lag_seconds)
+
+
+def _set(gauge_name: str):
+    def handler(m: JobMetrics, labels: dict, value: float, at: float) -> None:
+        getattr(m, gauge_name).labels(**labels).set(value)
+
+    return handler
+
+
+_WORKER_HANDLERS = {
+    "step_seconds": JobMetrics._step,
+    "data_wait_seconds": JobMetrics._wait,
+    "compute_seconds": JobMetrics._compute,
+    "samples": lambda m, labels, v, at: m.samples.labels(**labels).inc(v),
+    "worker_cpu_seconds": JobMetrics._cpu_total,
+    "worker_resident_memory_bytes": _set("rss"),
+    "gpu_utilization_ratio": _set("gpu_util"),
+    "gpu_memory_used_bytes": _set("gpu_memory"),
+}
+_STAGES = ("data", "ray", "train", "evaluate", "register", "tracking")
