@@ -28,8 +28,12 @@ MLFLOW_TRACKING_URI = EnvVar(
     "MLFLOW_TRACKING_URI", "MLflow tracking URI; overrides the spec's tracking.tracking_uri"
 )
 ENGAGE_RAY_LOGS = EnvVar("ENGAGE_RAY_LOGS", "set to 1 to stream Ray worker logs to the terminal")
+ENGAGE_EVENTS_URI = EnvVar(
+    "ENGAGE_EVENTS_URI",
+    "SQLAlchemy URL of the event store (jobs, events, alerts); default sqlite under ENGAGE_HOME",
+)
 
-ALL = (ENGAGE_HOME, RAY_ADDRESS, MLFLOW_TRACKING_URI, ENGAGE_RAY_LOGS)
+ALL = (ENGAGE_HOME, RAY_ADDRESS, MLFLOW_TRACKING_URI, ENGAGE_RAY_LOGS, ENGAGE_EVENTS_URI)
 
 
 def engage_home(override: str | Path | None = None) -> Path:

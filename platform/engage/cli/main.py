@@ -15,6 +15,7 @@ from rich.console import Console
 
 from engage.cli import exit_codes
 from engage.cli.models import app as models_app
+from engage.cli.monitor import monitor_app
 from engage.errors import EngageError
 
 app = typer.Typer(
@@ -25,6 +26,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(models_app, name="models")
+app.add_typer(monitor_app, name="monitor")
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 

@@ -1,0 +1,118 @@
+"""StoreSink: the event-store side of one job, an EventSink and Observer of the runner."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from engage.monitor._schema import NewEvent
+from engage.monitor.store import EventStore
+from engage.runtime.reporting import Event
+
+_log = logging.getLogger(__name__)
+_SEVERITY = {"training_health": "warning", "tracking": "warning"}
+_REPEAT_S = 30.0  # the same message from the same source is recorded once per this window
+
+
+class StoreSink:
+    """Writes one job's lifecycle events and alerts to the event store.
+
+    Metric and progress events, the high-volume ones, are not stored; only the last
+    epoch is kept on the job's row (one write per epoch). A store that fails never fails
+    the job: the first error goes to ``warn`` and later ones are counted.
+
+    The runner calls :meth:`start` once the metrics endpoint is known, adds the sink to its
+    sinks (and observers, for :meth:`stage`), and calls :meth:`finish` at the end.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        job: str,
+        run_id: str,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.job = job
+        self.run_id = run_id
+        self.errors = 0
+        self._warn = warn or _log.warning
+        self._epoch: int | None = None
+        self._recent: dict[tuple[str, str], float] = {}
+
+    def start(self, metrics_url: str | None = None) -> None:
+        self._safely(lambda: self.store.job_started(self.run_id, self.job, metrics_url))
+
+    def finish(self, state: str) -> None:
+        """``state``: finished, failed or killed (MLflow's FINISHED/FAILED/KILLED too)."""
+        self._safely(lambda: self.store.job_ended(self.run_id, state.lower()))
+
+    def stage(self, name: str, detail: str = "") -> None:
+        self.emit([Event("lifecycle", "stage", data={"stage": name, "detail": detail})])
+
+    def emit(self, events: Sequence[Event]) -> None:
+        now = time.time()
+        rows = [self._row(e) for e in events if e.kind == "lifecycle" and self._fresh(e, now)]
+        epoch = self._last_epoch(events)
+        stage = next((r.data["stage"] for r in reversed(rows) if r.name == "stage"), None)
+        if rows:
+            self._safely(lambda: self.store.record(rows))
+        if stage is not None or epoch is not None:
+            self._safely(lambda: self.store.note_progress(self.run_id, stage=stage, epoch=epoch))
+
+    def _row(self, e: Event) -> NewEvent:
+        data = {**e.data, **({"labels": dict(e.labels)} if e.name != "alert" else {})}
+        severity = str(e.data.get("severity", "info")) if e.name == "alert" else None
+        return NewEvent(
+            run_id=self.run_id,
+            job=self.job,
+            kind=e.kind,
+            name=e.name,
+            ts=e.timestamp_ms / 1000,
+            severity=severity or _SEVERITY.get(e.name, "info"),
+            message=_message(e),
+            data=data,
+        )
+
+    def _fresh(self, e: Event, now: float) -> bool:
+        """False for a repeat of the same warning within the window (a retrying drainer)."""
+        if e.name == "train_start":  # every rank says it; rank 0 speaks for the group
+            return e.labels.get("rank", "0") == "0"
+        if e.name in ("alert", "stage"):
+            return True
+        key = (e.name, str(e.data.get("message", "")))
+        if now - self._recent.get(key, -_REPEAT_S) < _REPEAT_S:
+            return False
+        self._recent[key] = now
+        return True
+
+    def _last_epoch(self, events: Sequence[Event]) -> int | None:
+        for e in reversed(events):
+            if e.kind == "metric" and e.name == "epoch" and e.value is not None:
+                epoch = int(e.value)
+                if epoch != self._epoch:
+                    self._epoch = epoch
+                    return epoch
+                return None
+        return None
+
+    def _safely(self, write: Callable[[], None]) -> None:
+        try:
+            write()
+        except Exception as exc:  # the store is a side channel: never fail the job for it
+            self.errors += 1
+            if self.errors == 1:
+                self._warn(f"event store unavailable, events of this job are not kept: {exc}")
+
+
+def _message(e: Event) -> str:
+    data = e.data
+    if e.name == "alert":
+        return f"{data.get('rule', '?')} {data.get('state', '?')}: {data.get('summary', '')}"
+    if e.name == "stage":
+        detail = data.get("detail")
+        return f"stage {data.get('stage')}" + (f": {detail}" if detail else "")
+    if e.name == "train_start":
+        return f"training started with {data.get('world_size', '?')} workers"
+    return str(data.get("message", ""))
