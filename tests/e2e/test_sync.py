@@ -49,9 +49,10 @@ def test_sync_after_a_killed_job_sends_every_acknowledged_point_once(
 ) -> None:
     home = tmp_path / "home"
     job = harness.Job.start(home, server.url, "crash", "--seconds", "8")  # server down throughout
-    job.wait_acked(3_000)
-    job.proc.kill()  # SIGKILL, mid-run: no end, no final flush
-    job.proc.wait(timeout=15)
+    try:
+        job.wait_acked(3_000)
+    finally:
+        job.kill()  # SIGKILL, mid-run: no end, no final flush
     acked = job.acknowledged_points()
 
     still_down = run_engage("sync", "--home", str(home), "--timeout", "3", timeout=120)

@@ -143,12 +143,13 @@ class PostgresCluster:
 
     @classmethod
     def find(cls) -> PostgresCluster | None:
+        """The cluster, or None when PostgreSQL is not installed; raises when it has none."""
         if not shutil.which("pg_lsclusters") or not shutil.which("pg_ctlcluster"):
             return None
         done = subprocess.run(["pg_lsclusters", "--no-header"], capture_output=True, text=True)
         lines = [line.split() for line in done.stdout.splitlines() if line.strip()]
         if done.returncode != 0 or not lines:
-            return None
+            raise RuntimeError(f"PostgreSQL is installed but has no cluster: {done.stderr}")
         version, name, port, *_ = lines[0]
         if not Path(f"/usr/lib/postgresql/{version}/bin/postgres").exists():
             return None
@@ -231,22 +232,24 @@ class Job:
     proc: subprocess.Popen
     out: Path
     lines: list[dict] = field(default_factory=list)
+    _stderr: object = None
 
     @classmethod
     def start(cls, home: Path, uri: str, experiment: str, *extra: str) -> Job:
         out = home.parent / "job-out"
         env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
         env["ENGAGE_HOME"] = str(home)
+        stderr = (home.parent / "job-stderr").open("w")
         proc = subprocess.Popen(
             [sys.executable, str(JOB_SCRIPT), "--home", str(home), "--uri", uri,
              "--experiment", experiment, "--out", str(out), *extra],
             env=env,
             stdout=subprocess.PIPE,
-            stderr=(home.parent / "job-stderr").open("w"),
+            stderr=stderr,
             text=True,
             start_new_session=True,
         )  # fmt: skip
-        job = cls(proc, out)
+        job = cls(proc, out, _stderr=stderr)
         threading.Thread(target=job._read, daemon=True).start()
         return job
 
@@ -283,9 +286,11 @@ class Job:
         return self.lines[-1]
 
     def kill(self) -> None:
+        """SIGKILL the job if it still runs (it has no child processes)."""
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=15)
+        self._stderr.close()
 
     def acknowledged_points(self) -> list[tuple[str, int, int, float]]:
         """(key, step, timestamp_ms, value) of every point whose Reporter.flush() returned."""

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from _harness import MlflowServer, PostgresCluster, PostgresDatabase
+from _harness import Job, MlflowServer, PostgresCluster, PostgresDatabase
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +56,17 @@ def mlflow_server(tmp_path: Path) -> Iterator[Callable[[str], MlflowServer]]:
     yield make
     for server in made:
         server.kill()
+
+
+@pytest.fixture
+def start_job(tmp_path: Path) -> Iterator[Callable[..., Job]]:
+    """Starts ``_job.py`` with ENGAGE_HOME under tmp_path; killed at teardown if still running."""
+    jobs: list[Job] = []
+
+    def start(uri: str, experiment: str, *extra: str) -> Job:
+        jobs.append(Job.start(tmp_path / "home", uri, experiment, *extra))
+        return jobs[-1]
+
+    yield start
+    for job in jobs:
+        job.kill()

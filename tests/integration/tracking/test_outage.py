@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from _harness import Job, metric_rows
@@ -49,11 +48,11 @@ def _assert_one_outage_reported(job: Job) -> None:
 
 
 def test_server_killed_mid_job_loses_and_duplicates_nothing(
-    backend_uri: str, mlflow_server, tmp_path: Path
+    backend_uri: str, mlflow_server, start_job
 ) -> None:
     server = mlflow_server(backend_uri)
     server.start()
-    job = Job.start(tmp_path / "home", server.url, _experiment("outage"))
+    job = start_job(server.url, _experiment("outage"))
 
     job.wait_acked(3_000)
     down_at = time.time()
@@ -82,10 +81,10 @@ def test_server_killed_mid_job_loses_and_duplicates_nothing(
 
 
 def test_run_started_while_server_is_down_is_created_when_it_returns(
-    backend_uri: str, mlflow_server, tmp_path: Path
+    backend_uri: str, mlflow_server, start_job
 ) -> None:
     server = mlflow_server(backend_uri)  # not started: unreachable from the job's first call
-    job = Job.start(tmp_path / "home", server.url, _experiment("late"), "--seconds", "4")
+    job = start_job(server.url, _experiment("late"), "--seconds", "4")
 
     job.wait_acked(2_000)
     server.start()

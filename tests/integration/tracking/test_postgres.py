@@ -7,30 +7,17 @@ how the REST API presents them.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from _harness import Job
 
 pytestmark = pytest.mark.integration
 
 
 def test_drained_points_are_rows_in_postgresql_exactly_once(
-    postgres_db, mlflow_server, tmp_path: Path
+    postgres_db, mlflow_server, start_job
 ) -> None:
     server = mlflow_server(postgres_db.uri)
     server.start()
-    job = Job.start(
-        tmp_path / "home",
-        server.url,
-        "pg-rows",
-        "--metrics",
-        "2",
-        "--steps",
-        "300",
-        "--seconds",
-        "1",
-    )
+    job = start_job(server.url, "pg-rows", "--metrics", "2", "--steps", "300", "--seconds", "1")
 
     summary = job.finish()
 
