@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 # Debian packages the integration tests need (servers they start themselves on 127.0.0.1).
-SYSTEM_PACKAGES := postgresql
+SYSTEM_PACKAGES := postgresql prometheus
 
 .PHONY: quickstart test test-unit system-deps lint format bench constraints clean
 

@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from engage.monitor.evaluator import ANNOUNCED, AlertEvaluator, alert_event
 from engage.monitor.exporter import MonitorSink
+from engage.monitor.rules import RULES, series_names
+from engage.monitor.series import SeriesBuffer
 from engage.runtime.reporting import Event
+
+
+def _no_publish(events: list[Event]) -> None:
+    """Default ``JobMonitor.publish``: alerts stay in the job's own metrics."""
 
 
 class JobMonitor:
     """Observer and EventSink of a pipeline run: metrics, stage, spool state, alerts.
 
     A background tick (every ``spec.evaluate_every_seconds``) refreshes what is not an
-    event (the tracking spool's depth and lag) and evaluates the alert rules.
+    event (the tracking spool's depth and lag) and evaluates the alert rules. Each alert
+    that fires or resolves sets ``engage_alerts_firing`` and goes to ``publish`` as an
+    ``Event("lifecycle", "alert")``; the runner points ``publish`` at its fan-out.
     """
 
     def __init__(self, job: str, run_id: str, home: Path, spec: Any, spool: Any) -> None:
@@ -25,6 +35,9 @@ class JobMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.url: str | None = None
+        self.publish: Callable[[list[Event]], None] = _no_publish
+        self.evaluator = AlertEvaluator(RULES, SeriesBuffer(names=series_names()))
+        self.sink.metrics.set_stall_threshold(spec.stall_seconds)
 
     @property
     def metrics(self):
@@ -50,6 +63,17 @@ class JobMonitor:
     def _tick(self) -> None:
         stats = self._spool.stats()
         self.sink.metrics.set_spool(stats.depth, stats.lag_seconds)
+        self.evaluate(time.time())
+
+    def evaluate(self, now: float) -> list[Event]:
+        """Sample the job's metrics, evaluate the rules, announce what changed."""
+        self.evaluator.buffer.sample_registry(self.sink.registry, now)
+        transitions = self.evaluator.evaluate(now)
+        events = [alert_event(t) for t in transitions if t.state in ANNOUNCED]
+        if events:
+            self.sink.emit(events)  # engage_alerts_firing follows the alert events
+            self.publish(events)
+        return events
 
     def stop(self) -> None:
         self._stop.set()

@@ -116,6 +116,12 @@ class JobMetrics:
             JOB,
             registry=r,
         )
+        self.stall_threshold = Gauge(
+            "engage_stall_threshold_seconds",
+            "Training steps may pause this long before the job counts as stalled.",
+            JOB,
+            registry=r,
+        )
         self.alerts = Gauge(
             "engage_alerts_firing",
             "1 while an alert rule fires for this job.",
@@ -212,6 +218,11 @@ class JobMetrics:
                     labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
                     out[f"{sample.name}{{{labels}}}"] = sample.value
         return out
+
+    def set_stall_threshold(self, seconds: float) -> None:
+        """Export the job's stall threshold (MonitorSpec.stall_seconds) for EngageJobStalled."""
+        with self._lock:
+            self.stall_threshold.labels(**self.labels).set(seconds)
 
     def set_spool(self, depth: int, lag_seconds: float) -> None:
         with self._lock:
