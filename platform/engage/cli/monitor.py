@@ -154,8 +154,8 @@ def alerts(
     _guard(body)
 
 
-# -- `engage monitor rules` is added here by the alert-rules module -------------------------------
-# (register it as @monitor_app.command("rules") in this file, below this line.)
+# -- `engage monitor rules`: the alert-rules owner registers it here, on monitor_app -------------
+# (a thin @monitor_app.command("rules") wrapper calling engage.cli.monitor_rules.rules_command)
 
 
 # -- rendering ------------------------------------------------------------------------------------

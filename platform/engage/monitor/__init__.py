@@ -11,10 +11,29 @@ from engage.monitor.metrics import JobMetrics
 
 __all__ = [
     "Endpoint",
+    "EventStore",
     "JobMetrics",
     "JobMonitor",
+    "MonitorService",
     "MonitorSink",
+    "StoreSink",
     "list_targets",
     "register_target",
     "unregister_target",
 ]
+
+# The store side pulls in SQLAlchemy: loaded on first use, so a training worker that only
+# imports engage.monitor.resources does not pay for it.
+_LAZY = {
+    "EventStore": "engage.monitor.store",
+    "MonitorService": "engage.monitor.service",
+    "StoreSink": "engage.monitor.store_sink",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'engage.monitor' has no attribute {name!r}")

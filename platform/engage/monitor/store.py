@@ -230,16 +230,16 @@ class EventStore:
     def _ensure_schema(self) -> None:
         if self._ready:
             return
-        if self.url.startswith("sqlite"):
-            database = make_url(self.url).database
-            if database and database != ":memory:":
-                Path(database).parent.mkdir(parents=True, exist_ok=True)
         try:
+            if self.url.startswith("sqlite"):
+                database = make_url(self.url).database
+                if database and database != ":memory:":
+                    Path(database).parent.mkdir(parents=True, exist_ok=True)
             with self._engine.begin() as conn:
                 if conn.dialect.name == "postgresql":  # concurrent CREATE TABLE races otherwise
                     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK})
                 metadata.create_all(conn, checkfirst=True)
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, OSError) as exc:
             raise _store_error(self.url, exc) from None
         self._ready = True
 

@@ -56,10 +56,14 @@ class StoreSink:
         rows = [self._row(e) for e in events if e.kind == "lifecycle" and self._fresh(e, now)]
         epoch = self._last_epoch(events)
         stage = next((r.data["stage"] for r in reversed(rows) if r.name == "stage"), None)
+        if rows or stage is not None or epoch is not None:
+            self._safely(lambda: self._write(rows, stage, epoch))
+
+    def _write(self, rows: list[NewEvent], stage: str | None, epoch: int | None) -> None:
         if rows:
-            self._safely(lambda: self.store.record(rows))
+            self.store.record(rows)
         if stage is not None or epoch is not None:
-            self._safely(lambda: self.store.note_progress(self.run_id, stage=stage, epoch=epoch))
+            self.store.note_progress(self.run_id, stage=stage, epoch=epoch)
 
     def _row(self, e: Event) -> NewEvent:
         data = {**e.data, **({"labels": dict(e.labels)} if e.name != "alert" else {})}
