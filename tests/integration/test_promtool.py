@@ -3,14 +3,21 @@ unit tests (the scenarios engage's evaluator also passes), and a job's real expo
 
 from __future__ import annotations
 
+import json
+import math
 import shutil
+import socket
 import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from engage.cli.monitor_rules import rules_command
+from engage.monitor.exporter import MonitorSink
 from engage.monitor.metrics import JobMetrics
 from engage.runtime.reporting import Event
 
@@ -90,3 +97,67 @@ def test_a_jobs_exposition_passes_promtools_metric_lint() -> None:
     _promtool("check", "metrics", stdin=text)
 
     assert 'engage_stall_threshold_seconds{job="quickstart",run_id="0123abcd"} 120.0' in text
+
+
+# -- a real Prometheus on the shipped config -------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[str]:
+    """Prometheus on loopback, run on a copy of deploy/prometheus with 1 s intervals."""
+    if shutil.which("prometheus") is None:
+        pytest.skip("prometheus not installed; `make test` installs it (Debian package prometheus)")
+    config = (DEPLOY / "prometheus.yml").read_text()
+    for slow, fast in [("scrape_interval: 15s", "1s"), ("evaluation_interval: 15s", "1s")]:
+        config = config.replace(slow, slow.replace("15s", fast))
+    (tmp_path / "prometheus.yml").write_text(
+        config.replace("refresh_interval: 5s", "refresh_interval: 1s")
+    )
+    shutil.copy(DEPLOY / "rules.yml", tmp_path / "rules.yml")
+    address = f"127.0.0.1:{_free_port()}"
+    process = subprocess.Popen(
+        ["prometheus", "--config.file=prometheus.yml", "--storage.tsdb.path=data",
+         f"--web.listen-address={address}"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        yield f"http://{address}"
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+def _alerts(url: str) -> list[dict]:
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/alerts", timeout=2) as response:
+            return json.load(response)["data"]["alerts"]
+    except OSError:
+        return []  # not listening yet
+
+
+def test_prometheus_finds_a_job_through_discovery_and_evaluates_its_rules(
+    prometheus: str, tmp_path: Path
+) -> None:
+    sink = MonitorSink("quickstart", "0123abcd", tmp_path / ".engage")  # next to the config
+    sink.metrics.set_stage("train")
+    sink.emit([Event("metric", "train_loss", math.nan)])
+    sink.start()
+    try:
+        deadline, alerts = time.monotonic() + 45, []
+        while not alerts and time.monotonic() < deadline:
+            time.sleep(0.5)
+            alerts = [a for a in _alerts(prometheus) if a["labels"]["alertname"] == "EngageLossNaN"]
+    finally:
+        sink.stop()
+
+    assert alerts, "EngageLossNaN never became active in Prometheus within 45 s"
+    assert alerts[0]["labels"] == {
+        "alertname": "EngageLossNaN",
+        "job": "quickstart",  # the run's own label, kept by honor_labels
+        "run_id": "0123abcd",
+        "severity": "critical",
+    }
