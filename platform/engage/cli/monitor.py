@@ -154,8 +154,19 @@ def alerts(
     _guard(body)
 
 
-# -- `engage monitor rules`: the alert-rules owner registers it here, on monitor_app -------------
-# (a thin @monitor_app.command("rules") wrapper calling engage.cli.monitor_rules.rules_command)
+@monitor_app.command("rules")
+def rules(
+    output: Annotated[
+        Path | None, typer.Option(help="Write rules.yml here (default: stdout).")
+    ] = None,
+    tests: Annotated[
+        Path | None, typer.Option(help="Also write the promtool unit tests here.")
+    ] = None,
+) -> None:
+    """Export the alert rules for Prometheus (one source of truth: engage's catalogue)."""
+    from engage.cli.monitor_rules import rules_command
+
+    _guard(lambda: rules_command(output, tests))
 
 
 # -- rendering ------------------------------------------------------------------------------------

@@ -5,17 +5,25 @@ Prometheus directly.
 """
 
 from engage.monitor.discovery import list_targets, register_target, unregister_target
+from engage.monitor.evaluator import AlertEvaluator, AlertTransition
 from engage.monitor.exporter import Endpoint, MonitorSink
 from engage.monitor.job import JobMonitor
 from engage.monitor.metrics import JobMetrics
+from engage.monitor.rules import RULES, AlertRule
+from engage.monitor.series import SeriesBuffer
 
 __all__ = [
+    "RULES",
+    "AlertEvaluator",
+    "AlertRule",
+    "AlertTransition",
     "Endpoint",
     "EventStore",
     "JobMetrics",
     "JobMonitor",
     "MonitorService",
     "MonitorSink",
+    "SeriesBuffer",
     "StoreSink",
     "list_targets",
     "register_target",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -13,6 +14,8 @@ from engage.monitor.exporter import MonitorSink
 from engage.monitor.rules import RULES, series_names
 from engage.monitor.series import SeriesBuffer
 from engage.runtime.reporting import Event
+
+_log = logging.getLogger(__name__)
 
 
 def _no_publish(events: list[Event]) -> None:
@@ -58,7 +61,10 @@ class JobMonitor:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.spec.evaluate_every_seconds):
-            self._tick()
+            try:
+                self._tick()
+            except Exception as exc:  # a broken sink must not end monitoring for the job
+                _log.warning("monitor tick failed: %s", exc)
 
     def _tick(self) -> None:
         stats = self._spool.stats()

@@ -73,17 +73,23 @@ def open_run(loaded: LoadedSpec, data: PreparedData, spool: Spool, options: Any)
     return run
 
 
-def start_monitor(loaded: LoadedSpec, run: PipelineRun, spool: Spool, options: Any, observer: Any):
-    """The job's live monitor (None when the spec turns it off); prints where it serves."""
-    from engage.monitor import JobMonitor
+def start_monitor(loaded: LoadedSpec, run: PipelineRun, spool: Spool, options: Any, bus: Any):
+    """The job's live monitor and its event-store sink (both None when the spec turns the
+    monitor off); alerts the monitor raises are published on the job's bus."""
+    from engage.monitor import EventStore, JobMonitor, StoreSink
 
     spec = loaded.spec.monitor
     if not spec.enabled:
-        return None
-    monitor = JobMonitor(loaded.spec.name, run.wait_for_run_id(3.0), options.home, spec, spool)
+        return None, None
+    run_id = run.wait_for_run_id(3.0)
+    monitor = JobMonitor(loaded.spec.name, run_id, options.home, spec, spool)
+    monitor.publish = bus.send
     url = monitor.start()
-    observer.emit([Event("lifecycle", "monitor", data={"message": f"metrics at {url}"})])
-    return monitor
+    warn = lambda m: bus.send([Event("lifecycle", "monitor", data={"message": m})])  # noqa: E731
+    store = StoreSink(EventStore.open(options.home), loaded.spec.name, run_id, warn=warn)
+    store.start(url)
+    bus.send([Event("lifecycle", "monitor", data={"message": f"metrics at {url}"})])
+    return monitor, store
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,20 +79,26 @@ class _MetricSink:
 
 
 class _HealthSink:
-    """Turns non-finite metrics into training-health events: a run tag and a warning."""
+    """Raises non-finite metrics as training-health events, and marks them and alerts on
+    the run as tags (so both reach MLflow through the spool)."""
 
-    def __init__(self, run: Any, observer: Observer) -> None:
+    def __init__(self, run: Any, publish: Callable[[list[Event]], None]) -> None:
         self._run = run
-        self._observer = observer
+        self._publish = publish
         self.warnings: list[str] = []
 
     def emit(self, events: Sequence[Event]) -> None:
-        bad = [e for e in events if e.kind == "metric" and not e.is_finite]
-        for e in bad:
-            message = f"{e.name} is {e.value} at step {e.step}"
-            self.warnings.append(message)
-            self._run.set_tags({f"engage.health.{e.name}": message})
-            self._observer.emit([Event("lifecycle", "training_health", data={"message": message})])
+        for e in events:
+            if e.kind == "metric" and not e.is_finite:
+                message = f"{e.name} is {e.value} at step {e.step}"
+                self.warnings.append(message)
+                self._run.set_tags({f"engage.health.{e.name}": message})
+                self._publish([Event("lifecycle", "training_health", data={"message": message})])
+            elif e.kind == "lifecycle" and e.name == "alert":
+                state = e.data.get("state", "firing")
+                self._run.set_tags(
+                    {f"engage.alert.{e.data['rule']}": f"{state}: {e.data.get('summary', '')}"}
+                )
 
 
 class _Timer:
@@ -122,14 +128,15 @@ def run_pipeline(
 
     observer = observer or NullObserver()
     spool = Spool(options.home / "spool.db")
+    bus = FanOut([observer])  # every sink of this job; the stages add theirs
     drainer = Drainer(
         spool.path,
-        warn=lambda m: observer.emit([Event("lifecycle", "tracking", data={"message": m})]),
+        warn=lambda m: bus.send([Event("lifecycle", "tracking", data={"message": m})]),
     )
     finished = False
     try:
         drainer.start()
-        result = _run(loaded, options, observer, spool, drainer)
+        result = _run(loaded, options, observer, bus, spool, drainer)
         finished = True
         return result
     finally:
@@ -143,7 +150,12 @@ def run_pipeline(
 
 
 def _run(
-    loaded: LoadedSpec, options: RunOptions, observer: Observer, spool: Any, drainer: Any
+    loaded: LoadedSpec,
+    options: RunOptions,
+    observer: Observer,
+    bus: FanOut,
+    spool: Any,
+    drainer: Any,
 ) -> PipelineResult:
     from engage.runtime import _stages
 
@@ -152,14 +164,15 @@ def _run(
         data = _stages.prepare_data(loaded)
     preflight(resolve_address(options.address))  # before the run exists: no FAILED runs for a typo
     run = _stages.open_run(loaded, data, spool, options)
-    health = _HealthSink(run, observer)
-    monitor = _stages.start_monitor(loaded, run, spool, options, observer)
-    if monitor is not None:
-        timer.observers.append(monitor)
-    sinks = [_MetricSink(run), health, *([monitor] if monitor else []), observer]
+    health = _HealthSink(run, bus.send)
+    monitor, store = _stages.start_monitor(loaded, run, spool, options, bus)
+    live = [x for x in (monitor, store) if x is not None]
+    timer.observers += live
+    bus.sinks[:0] = [_MetricSink(run), health, *live]
+    sinks = bus.sinks
     status = "FAILED"
     try:
-        reporter = Reporter(FanOut(sinks), {"stage": "driver"})
+        reporter = Reporter(bus, {"stage": "driver"})
         label = "starting Ray" if not options.address else f"joining {options.address}"
         with timer.stage("ray", label):
             session = _stages.enter_ray(options)
@@ -182,6 +195,8 @@ def _run(
         run.end(status)
         if monitor is not None:
             monitor.stop()
+        if store is not None:
+            store.finish(status)
     with timer.stage("tracking", "waiting for MLflow to have every point"):
         drainer.flush(run.local_id, timeout_s=options.drain_timeout_s)
     reporter.metric("stage_tracking_seconds", timer.seconds["tracking"])
