@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _prometheus import Prometheus
 
 VENV_BIN = Path(sys.executable).parent
 _NODE_READY_S = 90.0
@@ -206,3 +207,16 @@ def loopback_cluster() -> Iterator[LoopbackCluster]:
         survivors = stop_cluster(cluster)
         shutil.rmtree(root, ignore_errors=True)
     assert not survivors, f"Ray processes of the test cluster survived teardown: {survivors}"
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[str]:
+    """Prometheus on loopback in tmp_path, on the shipped deploy/prometheus config with 1 s
+    intervals; it discovers every job whose ENGAGE_HOME is tmp_path/.engage. Yields its URL."""
+    if shutil.which("prometheus") is None:
+        pytest.skip("prometheus not installed; `make test` installs it (Debian package prometheus)")
+    server = Prometheus(tmp_path).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()

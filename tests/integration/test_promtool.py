@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -99,38 +97,7 @@ def test_a_jobs_exposition_passes_promtools_metric_lint() -> None:
     assert 'engage_stall_threshold_seconds{job="quickstart",run_id="0123abcd"} 120.0' in text
 
 
-# -- a real Prometheus on the shipped config -------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[str]:
-    """Prometheus on loopback, run on a copy of deploy/prometheus with 1 s intervals."""
-    if shutil.which("prometheus") is None:
-        pytest.skip("prometheus not installed; `make test` installs it (Debian package prometheus)")
-    config = (DEPLOY / "prometheus.yml").read_text()
-    for slow, fast in [("scrape_interval: 15s", "1s"), ("evaluation_interval: 15s", "1s")]:
-        config = config.replace(slow, slow.replace("15s", fast))
-    (tmp_path / "prometheus.yml").write_text(
-        config.replace("refresh_interval: 5s", "refresh_interval: 1s")
-    )
-    shutil.copy(DEPLOY / "rules.yml", tmp_path / "rules.yml")
-    address = f"127.0.0.1:{_free_port()}"
-    process = subprocess.Popen(
-        ["prometheus", "--config.file=prometheus.yml", "--storage.tsdb.path=data",
-         f"--web.listen-address={address}"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        yield f"http://{address}"
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
-
-
+# -- a real Prometheus on the shipped config (the `prometheus` fixture is in conftest.py) ----
 def _alerts(url: str) -> list[dict]:
     try:
         with urllib.request.urlopen(f"{url}/api/v1/alerts", timeout=2) as response:

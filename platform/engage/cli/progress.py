@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -77,11 +78,22 @@ class RunDisplay:
                 self.progress.update(self._epoch_task, completed=done)
             elif event.kind == "progress" and event.name == "epoch":
                 self._epoch(event.data)
+            elif event.kind == "lifecycle" and event.name == "alert":
+                self._alert(event.data)
             elif event.kind == "lifecycle" and "message" in event.data:
                 style = "red" if event.name == "training_health" else "yellow"
                 self.console.print(
                     f"[{style}]{event.name}:[/] {event.data['message']}", markup=True
                 )
+
+    def _alert(self, d: dict[str, Any]) -> None:
+        firing = d.get("state") == "firing"
+        style = {"critical": "bold red", "warning": "yellow"}.get(d.get("severity"), "white")
+        self.console.print(
+            f"[{style if firing else 'green'}]alert {d.get('rule')} {d.get('state')}:[/] "
+            f"{escape(str(d.get('summary', '')))}",
+            markup=True,
+        )
 
     def _epoch(self, d: dict[str, Any]) -> None:
         text = (
