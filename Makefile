@@ -48,6 +48,7 @@ format: $(STAMP)
 ## Run every benchmark script; each rewrites its section of docs/BENCHMARKS.md.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/quickstart_walltime.py
+	$(BIN)/python benchmarks/monitor_overhead.py
 
 ## Regenerate constraints.txt from the current .venv (after changing dependencies).
 constraints: $(STAMP)
