@@ -16,6 +16,7 @@ from rich.console import Console
 from engage.cli import exit_codes
 from engage.cli.models import app as models_app
 from engage.cli.monitor import monitor_app
+from engage.cli.serve import deploy, serve_app
 from engage.errors import EngageError
 
 app = typer.Typer(
@@ -27,6 +28,8 @@ app = typer.Typer(
 )
 app.add_typer(models_app, name="models")
 app.add_typer(monitor_app, name="monitor")
+app.add_typer(serve_app, name="serve")
+app.command("deploy")(deploy)
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 

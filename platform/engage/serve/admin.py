@@ -1,0 +1,130 @@
+"""``engage serve status | stop``: what is served, and taking it down."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import urllib.request
+from pathlib import Path
+
+from engage.errors import EngageError
+from engage.serve.controller import AppStatus, _read_state, known_apps
+
+
+def _attach(home: Path, address: str | None) -> bool:
+    """Connect to the cluster; False when there is no engage-managed one to look at."""
+    from engage.serve.cluster import connect, is_alive, read_cluster
+
+    if address:
+        connect(address, home)
+        return True
+    cluster = read_cluster(home)
+    if cluster is None or not is_alive(cluster):
+        return False
+    connect(cluster.address, home, cluster.env())
+    return True
+
+
+def status(home: Path, address: str | None = None) -> list[AppStatus]:
+    """Every Serve app engage deployed from ``home`` (and any other app on the cluster)."""
+    if not _attach(home, address):
+        return []
+    from ray import serve
+
+    from engage.monitor.discovery import list_targets
+
+    apps = serve.status().applications
+    targets = list_targets(home)
+    out = []
+    for name, info in sorted(apps.items()):
+        if "--v" in name:
+            continue  # a version app, shown under its ingress app
+        state = _read_state(home, name)
+        replicas = {
+            f"{name}/{d}": s.replica_states.get("RUNNING", 0) for d, s in info.deployments.items()
+        }
+        for version_app, vinfo in apps.items():
+            if version_app.startswith(f"{name}--v"):
+                for d, s in vinfo.deployments.items():
+                    replicas[f"{version_app}/{d}"] = s.replica_states.get("RUNNING", 0)
+        url = state.get("url")
+        out.append(
+            AppStatus(
+                name,
+                str(info.status),
+                state.get("model"),
+                dict(state.get("versions", {})),
+                replicas,
+                url,
+                _health(url, state.get("token_env")) if url else "unknown",
+                tuple(f"http://{t['address']}/metrics" for t in targets if t.get("app") == name),
+            )
+        )
+    return out
+
+
+def _health(url: str, token_env: str | None) -> str:
+    request = urllib.request.Request(f"{url}/health")
+    token = os.environ.get(token_env) if token_env else None
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=3) as answer:
+            return json.loads(answer.read()).get("status", "ok")
+    except Exception as exc:
+        return f"unreachable ({getattr(exc, 'reason', exc)})"
+
+
+def stop(home: Path, app: str | None = None, address: str | None = None) -> list[str]:
+    """Delete ``app`` (or every engage app of ``home``) and its versions; end their runs.
+
+    The engage-managed head stops when no Serve app is left on it.
+    """
+    if not _attach(home, address):
+        if app is not None:
+            raise EngageError(f"no serving cluster is running for {home}", hint="nothing to stop")
+        return []
+    import ray
+    from ray import serve
+
+    from engage.serve.routes import NAMESPACE, table_actor_name
+
+    running = serve.status().applications
+    names = [app] if app else [a for a in known_apps(home) if a in running]
+    if app is not None and app not in running:
+        listed = ", ".join(a for a in running if "--v" not in a) or "none"
+        raise EngageError(f"no serving app named {app!r}", hint=f"running apps: {listed}")
+    for name in names:
+        for other in list(running):
+            if other == name or other.startswith(f"{name}--v"):
+                serve.delete(other)
+        with contextlib.suppress(ValueError):
+            ray.kill(ray.get_actor(table_actor_name(name), namespace=NAMESPACE))
+        _end_run(home, name)
+    if address is None and not serve.status().applications:
+        from engage.serve.cluster import stop_managed
+
+        serve.shutdown()
+        ray.shutdown()
+        stop_managed(home)
+    return names
+
+
+def _end_run(home: Path, app: str) -> None:
+    from engage.tracking import Drainer, Spool
+
+    state = _read_state(home, app)
+    path = home / "serve" / app / "deployment.json"
+    if state.get("run_local_id"):
+        spool = Spool(home / "spool.db")
+        try:
+            spool.end_run(state["run_local_id"], "FINISHED")
+            drainer = Drainer(spool.path)
+            try:
+                drainer.flush(state["run_local_id"], timeout_s=10.0)
+            finally:
+                drainer.stop()
+        finally:
+            spool.close()
+    path.unlink(missing_ok=True)

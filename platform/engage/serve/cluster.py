@@ -1,0 +1,179 @@
+"""The Ray cluster a deployment lives on, which must outlive ``engage deploy``.
+
+By default engage starts (or reuses) a local head node it manages: token auth with a 0600
+token file under ``<home>/serve/``, a short ``--temp-dir`` of its own (Unix socket paths
+are limited to 108 bytes), and its address and process ids in ``<home>/serve/cluster.json``.
+It is stopped by those process ids, never by ``ray stop`` (which would kill every Ray
+process on the machine). ``--address`` uses an existing cluster instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from engage.errors import ClusterError
+
+_START_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class ManagedCluster:
+    address: str
+    dashboard_url: str
+    temp_dir: str
+    token_path: str
+    num_cpus: float
+    pids: tuple[int, ...]
+
+    def env(self) -> dict[str, str]:
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": self.token_path}
+
+
+def state_file(home: Path) -> Path:
+    return home / "serve" / "cluster.json"
+
+
+def read_cluster(home: Path) -> ManagedCluster | None:
+    path = state_file(home)
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    data["pids"] = tuple(data.get("pids", ()))
+    return ManagedCluster(**data)
+
+
+def is_alive(cluster: ManagedCluster) -> bool:
+    host, _, port = cluster.address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=2.0):
+            return True
+    except OSError:
+        return False
+
+
+def ensure_cluster(home: Path, num_cpus: float | None = None) -> tuple[ManagedCluster, bool]:
+    """The engage-managed head of ``home`` (reused when alive); returns (cluster, started)."""
+    found = read_cluster(home)
+    if found is not None and is_alive(found):
+        return found, False
+    folder = home / "serve"
+    folder.mkdir(parents=True, exist_ok=True)
+    token = folder / "ray_token"
+    if not token.exists():
+        token.write_text(secrets.token_hex(32))
+    token.chmod(0o600)
+    # Short and unique per home: Ray's socket paths live under it.
+    temp = Path("/tmp") / f"engage-ray-{hashlib.sha1(str(home).encode()).hexdigest()[:10]}"
+    cpus = num_cpus or float(os.cpu_count() or 1)
+    port, dashboard = free_port(), free_port()
+    cluster = ManagedCluster(
+        f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}", str(temp), str(token), cpus, ()
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | cluster.env()
+    args = [
+        str(Path(sys.executable).with_name("ray")), "start", "--head", "--disable-usage-stats",
+        f"--port={port}", f"--num-cpus={cpus:g}", f"--temp-dir={temp}",
+        "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard}", f"--ray-client-server-port={free_port()}",
+        f"--dashboard-agent-listen-port={free_port()}",
+    ]  # fmt: skip
+    log = folder / "ray-start.log"
+    with log.open("w") as out:
+        done = subprocess.run(
+            args, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=_START_TIMEOUT_S
+        )
+    if done.returncode != 0:
+        raise ClusterError(
+            f"could not start a local Ray head for serving (exit {done.returncode})",
+            hint=f"see {log}",
+        )
+    cluster = ManagedCluster(**{**asdict(cluster), "pids": tuple(_pids(temp))})
+    state_file(home).write_text(json.dumps(asdict(cluster), indent=2))
+    return cluster, True
+
+
+def _pids(temp: Path) -> list[int]:
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if any(str(temp) in part for part in p.info["cmdline"] or ()):
+                out.append(p.pid)
+    return out
+
+
+def stop_managed(home: Path, grace_s: float = 10.0) -> list[int]:
+    """Stop the managed head of ``home`` by process id; returns pids that survived."""
+    import psutil
+
+    cluster = read_cluster(home)
+    if cluster is None:
+        return []
+    temp = Path(cluster.temp_dir)
+    procs = []
+    for pid in {*cluster.pids, *_pids(temp)}:
+        with contextlib.suppress(psutil.Error):
+            p = psutil.Process(pid)
+            if any(str(temp) in part for part in p.cmdline()):  # never someone else's pid
+                procs.append(p)
+                p.send_signal(signal.SIGTERM)
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    _, alive = psutil.wait_procs(alive, timeout=5)
+    # Workers Ray forks later name the temp dir too; catch any the list missed.
+    late = [psutil.Process(pid) for pid in _pids(temp)]
+    for p in late:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    state_file(home).unlink(missing_ok=True)
+    return [p.pid for p in alive if p.is_running()]
+
+
+def connect(address: str | None, home: Path, env: dict[str, str] | None = None) -> None:
+    """``ray.init`` against the cluster (no-op when already connected)."""
+    # Before importing Ray: it reads its auth settings when first imported.
+    os.environ.update(env or {})
+    import ray
+
+    if ray.is_initialized():
+        return
+    try:
+        ray.init(
+            address=address, namespace="engage-serve", logging_level="WARNING",
+            log_to_driver=False, configure_logging=True,
+        )  # fmt: skip
+    except (ConnectionError, TimeoutError, RuntimeError) as exc:
+        from engage.runtime.session import _auth_hint
+
+        raise ClusterError(
+            f"could not join the Ray cluster at {address}: {exc}", hint=_auth_hint()
+        ) from None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(check, timeout_s: float, every_s: float = 0.2) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(every_s)
+    return False

@@ -1,0 +1,142 @@
+"""Which registered model version is served, and loading it on a replica.
+
+Resolution (alias or number -> version, signature, classes) runs in the CLI with an explicit
+``MlflowClient``; the replica downloads the version's artifacts through that client's URI
+and loads the local copy, so nothing touches MLflow's global tracking URI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engage.errors import TrackingError
+from engage.serve.validation import InputSpec
+
+_CARD = "model_card/inputs.json"
+
+
+@dataclass(frozen=True)
+class ModelTarget:
+    """One registered version, with what the serving app needs to know about it."""
+
+    name: str
+    version: str
+    source: str  # the artifact location of the version's MLflow model
+    run_id: str | None
+    tracking_uri: str
+    signature: dict[str, Any]  # {"inputs": [...], "outputs": [...]} as MLflow writes them
+    classes: tuple[str, ...] | None  # class labels (classification), None for regression
+    task: str  # "classification" or "regression"
+
+    @property
+    def input_spec(self) -> InputSpec:
+        return InputSpec.from_signature(self.signature["inputs"])
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}/{self.version}"
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "run_id": self.run_id,
+            "task": self.task,
+            "classes": list(self.classes) if self.classes else None,
+            "signature": self.signature,
+        }
+
+
+def resolve(client: Any, name: str, version: str | None, alias: str | None) -> ModelTarget:
+    """The version ``NAME/version`` or ``NAME@alias`` names, with its signature and classes."""
+    from engage.tracking.catalog import get_version
+
+    found = get_version(client, name, version, alias)
+    uri = client.tracking_uri
+    source = client.get_model_version_download_uri(name, str(found.version))
+    local = _download(source, uri, "MLmodel")
+    signature = _signature(Path(local), name, str(found.version))
+    card = _card(found.run_id, uri)
+    outputs = signature["outputs"][0]["tensor-spec"]["shape"]
+    task = card.get("task") or ("regression" if outputs[-1] == 1 else "classification")
+    classes = card.get("classes")
+    if task == "classification" and not classes:
+        classes = [str(i) for i in range(int(outputs[-1]))]
+    return ModelTarget(
+        name,
+        str(found.version),
+        source,
+        found.run_id,
+        uri,
+        signature,
+        tuple(str(c) for c in classes) if classes else None,
+        task,
+    )
+
+
+def _download(
+    source: str, tracking_uri: str, path: str | None = None, dst: str | None = None
+) -> str:
+    import mlflow.artifacts
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    uri = source if path is None else f"{source.rstrip('/')}/{path}"
+    return mlflow.artifacts.download_artifacts(
+        artifact_uri=uri,
+        dst_path=dst or tempfile.mkdtemp(prefix="engage-serve-"),
+        tracking_uri=tracking_uri,
+    )
+
+
+def _signature(mlmodel: Path, name: str, version: str) -> dict[str, Any]:
+    import yaml
+
+    meta = yaml.safe_load(mlmodel.read_text())
+    raw = meta.get("signature") or {}
+    if not raw.get("inputs") or not raw.get("outputs"):
+        raise TrackingError(
+            f"model {name}/{version} has no signature; engage serves models logged with one",
+            hint="register a version trained by `engage run` (it logs the signature)",
+        )
+    signature = {"inputs": json.loads(raw["inputs"]), "outputs": json.loads(raw["outputs"])}
+    try:
+        InputSpec.from_signature(signature["inputs"])
+    except (KeyError, ValueError, IndexError) as exc:
+        raise TrackingError(f"model {name}/{version}: unsupported signature ({exc})") from None
+    return signature
+
+
+def _card(run_id: str | None, tracking_uri: str) -> dict[str, Any]:
+    """The run's model card (features, task, classes); empty when the run has none."""
+    if not run_id:
+        return {}
+    import mlflow.artifacts
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    try:
+        local = mlflow.artifacts.download_artifacts(
+            run_id=run_id,
+            artifact_path=_CARD,
+            tracking_uri=tracking_uri,
+            dst_path=tempfile.mkdtemp(prefix="engage-card-"),
+        )
+        text = Path(local).read_text()
+        return json.loads(text)
+    except Exception:  # an older run without a card: classes fall back to indices
+        return {}
+
+
+def load(target: ModelTarget, cache: Path) -> Any:
+    """The torch module of ``target``, from a local copy of its artifacts (in eval mode)."""
+    import mlflow.pytorch
+
+    dst = cache / f"{target.name}-{target.version}"
+    dst.mkdir(parents=True, exist_ok=True)
+    local = _download(target.source, target.tracking_uri, dst=str(dst))
+    # A torch.export graph: already in inference mode (and it refuses .eval()).
+    return mlflow.pytorch.load_model(local)

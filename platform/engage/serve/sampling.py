@@ -1,0 +1,185 @@
+"""Samples of served inputs and predictions for the drift detectors, off the request path.
+
+Each replica keeps a bounded queue; a request offers its windows with probability ``rate``
+and never waits: a full queue drops the sample and counts it. A background thread hands
+what it takes to every registered consumer; the default one appends to
+``<home>/serve/<app>/samples.sqlite`` (WAL), which the degradation/drift side reads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import random
+import sqlite3
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One served window: what came in, what went out, which version answered, when."""
+
+    request_id: str
+    inputs: np.ndarray  # (window, features) float32
+    prediction: list[float]  # the model's output row (logits or value)
+    label: str | float | None  # the predicted class or value the caller got
+    model: str
+    version: str
+    timestamp: float
+
+
+class SampleConsumer(ABC):
+    """Receives batches of samples on the sampler's thread (never on a request)."""
+
+    @abstractmethod
+    def consume(self, samples: Sequence[Sample]) -> None: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook: most consumers hold nothing
+        """Release what the consumer holds (files, connections)."""
+
+
+class SqliteSampleStore(SampleConsumer):
+    """Appends samples to a SQLite file in WAL mode (readers never block the writer)."""
+
+    SCHEMA = """
+    CREATE TABLE IF NOT EXISTS samples (
+        request_id TEXT NOT NULL,
+        ts REAL NOT NULL,
+        model TEXT NOT NULL,
+        version TEXT NOT NULL,
+        inputs TEXT NOT NULL,      -- JSON (window x features)
+        prediction TEXT NOT NULL,  -- JSON list: the model's output row
+        label TEXT                 -- the predicted class or value returned
+    );
+    CREATE INDEX IF NOT EXISTS samples_ts ON samples(ts);
+    CREATE INDEX IF NOT EXISTS samples_request ON samples(request_id);
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=10, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(self.SCHEMA)
+
+    def consume(self, samples: Sequence[Sample]) -> None:
+        rows = [
+            (
+                s.request_id,
+                s.timestamp,
+                s.model,
+                s.version,
+                json.dumps(s.inputs.tolist()),
+                json.dumps(s.prediction),
+                None if s.label is None else str(s.label),
+            )
+            for s in samples
+        ]
+        with self._db:
+            self._db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def read_samples(path: Path, limit: int = 1000) -> list[dict]:
+    """The newest samples of a store, newest first (for the drift side and tests)."""
+    with sqlite3.connect(path, timeout=10) as db:
+        db.row_factory = sqlite3.Row
+        rows = db.execute("SELECT * FROM samples ORDER BY ts DESC LIMIT ?", (limit,)).fetchall()
+    return [dict(r) for r in rows]
+
+
+# name -> factory(app folder) -> consumer; the spec's deploy.sampling.consumers picks them.
+SAMPLE_CONSUMERS: dict[str, Callable[[Path], SampleConsumer]] = {
+    "sqlite": lambda folder: SqliteSampleStore(folder / "samples.sqlite"),
+}
+
+
+def make_consumers(names: Sequence[str], folder: Path) -> list[SampleConsumer]:
+    unknown = [n for n in names if n not in SAMPLE_CONSUMERS]
+    if unknown:
+        raise ValueError(
+            f"unknown sample consumer(s) {', '.join(unknown)}; registered: {', '.join(sorted(SAMPLE_CONSUMERS))}"
+        )
+    return [SAMPLE_CONSUMERS[n](folder) for n in names]
+
+
+class Sampler:
+    """The bounded queue and the thread that empties it into the consumers."""
+
+    def __init__(
+        self,
+        consumers: Sequence[SampleConsumer],
+        rate: float,
+        queue_size: int,
+        *,
+        seed: int | None = None,
+        batch: int = 64,
+    ) -> None:
+        self.consumers = list(consumers)
+        self.rate = rate
+        self._queue: queue.Queue[Sample] = queue.Queue(maxsize=queue_size)
+        self._random = random.Random(seed)
+        self._batch = batch
+        self._stop = threading.Event()
+        self.dropped = 0
+        self.handed = 0
+        self._thread = threading.Thread(target=self._loop, name="engage-sampler", daemon=True)
+
+    def start(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def offer(self, samples: Sequence[Sample]) -> int:
+        """Queue a ``rate`` share of ``samples`` without blocking; returns how many dropped."""
+        dropped = 0
+        for s in samples:
+            if self.rate < 1.0 and self._random.random() >= self.rate:
+                continue
+            try:
+                self._queue.put_nowait(s)
+            except queue.Full:
+                dropped += 1
+        self.dropped += dropped
+        return dropped
+
+    def _loop(self) -> None:
+        while not self._stop.is_set() or not self._queue.empty():
+            try:
+                first = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            taken = [first]
+            while len(taken) < self._batch:
+                try:
+                    taken.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            for consumer in self.consumers:
+                try:
+                    consumer.consume(taken)
+                except Exception as exc:  # one broken consumer must not stop the others
+                    _log.warning("sample consumer %s failed: %s", type(consumer).__name__, exc)
+            self.handed += len(taken)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=timeout_s)
+        for consumer in self.consumers:
+            consumer.close()
+
+
+def now() -> float:
+    return time.time()
