@@ -52,7 +52,7 @@ def status(home: Path, address: str | None = None) -> list[AppStatus]:
         out.append(
             AppStatus(
                 name,
-                str(info.status),
+                str(getattr(info.status, "value", info.status)),
                 state.get("model"),
                 dict(state.get("versions", {})),
                 replicas,

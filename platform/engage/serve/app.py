@@ -6,7 +6,6 @@ routing by weight to the versions in the app's route table, the JSON answer, and
 monitoring hooks (run after the answer is sent).
 """
 
-
 import asyncio
 import logging
 import threading

@@ -162,6 +162,10 @@ def connect(address: str | None, home: Path, env: dict[str, str] | None = None) 
         raise ClusterError(
             f"could not join the Ray cluster at {address}: {exc}", hint=_auth_hint()
         ) from None
+    import logging
+
+    # Serve logs each connect and delete at INFO from the driver; users need none of it.
+    logging.getLogger("ray.serve").setLevel(logging.WARNING)
 
 
 def free_port() -> int:

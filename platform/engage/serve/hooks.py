@@ -166,7 +166,9 @@ class ServingHooks:
         reporter.metric("batch_size", float(batch))
         if target.classes:
             for cls, n in Counter(labels).items():
-                reporter.with_labels(**{"class": str(cls)}).metric("predictions", float(n))
+                by_class = reporter.with_labels(**{"class": str(cls)})
+                by_class.metric("predictions", float(n))
+                by_class.flush()
         else:
             for value in out.reshape(-1)[:256]:
                 reporter.metric("prediction_value", float(value))

@@ -122,6 +122,9 @@ def parse_predict(body: bytes, spec: InputSpec, nan_policy: str = "reject") -> P
     if "inputs" not in payload:
         raise RequestError(422, "missing_field", 'missing "inputs": a list of windows', "inputs")
     x = to_array(payload["inputs"], spec)
+    if b"true" in body or b"false" in body:
+        # numpy turns JSON booleans into 1.0/0.0 silently; the walk finds and names them.
+        _locate_bad(payload["inputs"], spec)
     if nan_policy == "reject":
         check_finite(x)
     ids = request_ids(payload.get("request_ids"), len(x))
