@@ -73,6 +73,9 @@ def open_run(loaded: LoadedSpec, data: PreparedData, spool: Spool, options: Any)
     return run
 
 
+_RUN_ID_WAIT_S = 10.0  # MLflow down: the monitor then names the run by its local id
+
+
 def start_monitor(loaded: LoadedSpec, run: PipelineRun, spool: Spool, options: Any, bus: Any):
     """The job's live monitor and its event-store sink (both None when the spec turns the
     monitor off); alerts the monitor raises are published on the job's bus."""
@@ -81,7 +84,7 @@ def start_monitor(loaded: LoadedSpec, run: PipelineRun, spool: Spool, options: A
     spec = loaded.spec.monitor
     if not spec.enabled:
         return None, None
-    run_id = run.wait_for_run_id(3.0)
+    run_id = run.wait_for_run_id(_RUN_ID_WAIT_S)
     monitor = JobMonitor(loaded.spec.name, run_id, options.home, spec, spool)
     monitor.publish = bus.send
     url = monitor.start()

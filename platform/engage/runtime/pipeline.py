@@ -165,11 +165,9 @@ def _run(
     preflight(resolve_address(options.address))  # before the run exists: no FAILED runs for a typo
     run = _stages.open_run(loaded, data, spool, options)
     health = _HealthSink(run, bus.send)
-    monitor, store = _stages.start_monitor(loaded, run, spool, options, bus)
-    live = [x for x in (monitor, store) if x is not None]
-    timer.observers += live
-    bus.sinks[:0] = [_MetricSink(run), health, *live]
+    bus.sinks[:0] = [_MetricSink(run), health]
     sinks = bus.sinks
+    monitor = store = None
     status = "FAILED"
     try:
         reporter = Reporter(bus, {"stage": "driver"})
@@ -177,6 +175,14 @@ def _run(
         with timer.stage("ray", label):
             session = _stages.enter_ray(options)
         try:
+            # The monitor starts once Ray is up: the drainer has had Ray's start-up to create
+            # the MLflow run, so the job's series, discovery file, events and alerts carry the
+            # MLflow run id the CLI prints, not the local id (a fresh home's MLflow database
+            # alone takes seconds to create).
+            monitor, store = _stages.start_monitor(loaded, run, spool, options, bus)
+            live = [x for x in (monitor, store) if x is not None]
+            timer.observers += live
+            bus.sinks[2:2] = live
             with timer.stage("train"):
                 outcome = _stages.train(loaded, data, run, sinks, options, session.info)
             with timer.stage("evaluate"):

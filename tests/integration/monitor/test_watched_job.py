@@ -103,7 +103,7 @@ def _parse(text: str, names: set[str]) -> Samples:
     out: Samples = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name in names:
+            if s.name in names and s.labels.get("split", "train") == "train":
                 out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out
 
@@ -164,11 +164,10 @@ def _scenario(watch: Watch, prom: Prometheus, env: dict[str, str]) -> None:
     watch.ended_at = time.time()
     _, m = job.wait_for_line(r"run id: ([0-9a-f]{32})", 1)
     watch.run_id = m.group(1)
-    gone = lambda: (
-        not any(  # noqa: E731
-            t["labels"].get("run_id") == watch.run_id for t in prom.active_targets()
-        )
-    )
+
+    def gone() -> bool:
+        return all(t["labels"].get("run_id") != watch.run_id for t in prom.active_targets())
+
     wait_for(gone, 15, "the finished job's target leaving Prometheus' discovery")
     watch.target_gone_at = time.time()
     watch.alerts_cli_after = _engage(watch, env, "monitor", "alerts", "--all")
