@@ -56,3 +56,10 @@ class TrainingError(EngageError):
 
     headline = "training failed"
     exit_code = 6
+
+
+class ExportError(EngageError):
+    """A model could not be exported, or an exported file does not match torch's outputs."""
+
+    headline = "model export failed"
+    exit_code = 7

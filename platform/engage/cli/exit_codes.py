@@ -6,6 +6,7 @@ from engage.errors import (
     ClusterError,
     DataError,
     EngageError,
+    ExportError,
     SpecError,
     TrackingError,
     TrainingError,
@@ -23,6 +24,7 @@ EXIT_CODES: dict[int, str] = {
     ClusterError.exit_code: "Ray cluster unreachable or too small for the job",
     TrackingError.exit_code: "MLflow tracking store or registry refused an operation",
     TrainingError.exit_code: "training failed (worker error, NaN loss)",
+    ExportError.exit_code: "model export failed, or an exported file differs from torch above tolerance",
     INTERNAL: "internal error: a bug in engage; the traceback is printed, please report it",
     INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); the MLflow run is marked KILLED",
 }

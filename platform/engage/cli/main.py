@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from engage.cli import exit_codes
+from engage.cli.export import export
 from engage.cli.models import app as models_app
 from engage.cli.monitor import monitor_app
 from engage.cli.serve import deploy, serve_app
@@ -30,6 +31,7 @@ app.add_typer(models_app, name="models")
 app.add_typer(monitor_app, name="monitor")
 app.add_typer(serve_app, name="serve")
 app.command("deploy")(deploy)
+app.command("export")(export)
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 

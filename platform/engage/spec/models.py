@@ -201,6 +201,34 @@ class MonitorSpec(StrictModel):
     )
 
 
+class ExportSpec(StrictModel):
+    """Cross-platform copies of the trained model, each checked against torch before logging."""
+
+    formats: list[Literal["onnx", "torchscript"]] = Field(
+        default_factory=lambda: ["onnx", "torchscript"],
+        description="files written beside the model (onnx, torchscript); [] exports none",
+    )
+    opset: int = Field(
+        18, ge=18, le=30, description="ONNX opset; torch's exporter implements 18 and later"
+    )
+    tolerance: float = Field(
+        1e-4,
+        gt=0.0,
+        le=1.0,
+        description="largest absolute output difference from torch; above it the run fails",
+    )
+    samples: int = Field(
+        256, ge=1, le=100_000, description="held-out test windows the equivalence check runs"
+    )
+
+    @field_validator("formats")
+    @classmethod
+    def _no_repeats(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"formats must not repeat, got {v}")
+        return v
+
+
 class AutoscalingSpec(StrictModel):
     """Let Ray Serve scale model replicas between ``min_replicas`` and ``max_replicas``."""
 
@@ -303,6 +331,9 @@ class PipelineSpec(StrictModel):
     tracking: TrackingSpec = TrackingSpec()
     monitor: MonitorSpec = Field(
         default_factory=MonitorSpec, description="the live monitor: endpoint and alert evaluation"
+    )
+    export: ExportSpec = Field(
+        default_factory=ExportSpec, description="ONNX and TorchScript copies checked against torch"
     )
     deploy: DeploySpec = Field(
         default_factory=DeploySpec, description="serving with `engage deploy`"

@@ -59,6 +59,11 @@ def _text(client: Any, run: SpoolRun, p: dict, entry: Entry, spool: Spool) -> No
     client.log_text(run.server_id, p["text"], p["artifact_file"])
 
 
+def _artifacts(client: Any, run: SpoolRun, p: dict, entry: Entry, spool: Spool) -> None:
+    # Idempotent as it is: sending the same files again overwrites them in place.
+    client.log_artifacts(run.server_id, p["local_dir"], p["artifact_path"])
+
+
 def _dataset(client: Any, run: SpoolRun, p: dict, entry: Entry, spool: Spool) -> None:
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
@@ -125,10 +130,23 @@ def _register(client: Any, run: SpoolRun, p: dict, entry: Entry, spool: Spool) -
     return {"name": name, "version": str(version.version), "alias": CANDIDATE_ALIAS}
 
 
-_HANDLERS = {"text": _text, "dataset": _dataset, "model": _model, "register": _register}
+_HANDLERS = {
+    "text": _text,
+    "artifacts": _artifacts,
+    "dataset": _dataset,
+    "model": _model,
+    "register": _register,
+}
 
 
 def saved_model_dir(spool: Spool, run_local_id: str) -> Path:
     path = spool.files / run_local_id / "model"
     path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def artifacts_dir(spool: Spool, run_local_id: str, artifact_path: str) -> Path:
+    """Where files spooled as artifacts under ``artifact_path`` wait for the drainer."""
+    path = spool.files / run_local_id / "artifacts" / artifact_path
+    path.mkdir(parents=True, exist_ok=True)
     return path

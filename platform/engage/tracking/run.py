@@ -117,6 +117,18 @@ class PipelineRun:
     def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
         self.log_text(json.dumps(data, indent=2, default=str), artifact_file)
 
+    def log_artifacts(self, local_dir: Path, artifact_path: str) -> int:
+        """Spool the files of ``local_dir`` as run artifacts under ``artifact_path``.
+
+        The files are copied into the spool first (unless already there), so the caller's
+        folder may go away before the drainer sends them. Returns the entry's seq.
+        """
+        target = _ops.artifacts_dir(self.spool, self.local_id, artifact_path)
+        if Path(local_dir).resolve() != target.resolve():
+            shutil.copytree(local_dir, target, dirs_exist_ok=True)
+        payload = {"local_dir": str(target), "artifact_path": artifact_path}
+        return self.spool.append_op(self.local_id, "artifacts", payload)
+
     def log_dataset(
         self, frame: Any, *, name: str, source: str, target: str, digest: str, context: str
     ) -> None:

@@ -1,0 +1,127 @@
+"""Does an exported file compute what the torch model computes? Measured, not assumed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from engage.errors import ExportError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from torch import nn
+
+DEFAULT_TOLERANCE = 1e-4
+# Batch sizes the held-out windows are fed in: one, an odd size, then large batches, so
+# a batch axis that was frozen at export time shows up as an error or a difference.
+_BATCH_SIZES = (1, 7, 64)
+
+
+class Exported(Protocol):
+    format: str
+
+    @property
+    def runtime(self) -> str: ...
+
+    def runner(self) -> Callable[[np.ndarray], np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """How far an exported model's outputs are from torch's on the same inputs."""
+
+    format: str
+    max_abs_diff: float
+    mean_abs_diff: float
+    n: int
+    tolerance: float
+    batch_sizes: tuple[int, ...]
+    runtime: str
+
+    @property
+    def passed(self) -> bool:
+        return self.max_abs_diff <= self.tolerance  # NaN never passes
+
+    def explain(self) -> str:
+        verdict = "within" if self.passed else "above"
+        return (
+            f"{self.format}: max |difference| {self.max_abs_diff:.3g} over {self.n} held-out "
+            f"windows on {self.runtime}, {verdict} the tolerance {self.tolerance:g}"
+        )
+
+    def raise_if_failed(self) -> None:
+        if not self.passed:
+            raise ExportError(
+                f"the {self.format} export differs from the torch model: max absolute "
+                f"difference {self.max_abs_diff:.3g} > tolerance {self.tolerance:g} "
+                f"(over {self.n} held-out windows on {self.runtime})",
+                hint="the exported file does not compute what torch computes; do not ship it. "
+                "Raise export.tolerance (--tolerance) only if the difference is expected",
+            )
+
+
+def check_equivalence(
+    torch_model: nn.Module,
+    exported: Exported,
+    inputs: np.ndarray,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> Equivalence:
+    """Run ``inputs`` through torch and the exported file, batch by batch, and compare.
+
+    Never raises on a difference (results, then decisions): call ``raise_if_failed``.
+    """
+    import torch
+
+    x = np.ascontiguousarray(inputs, dtype=np.float32)
+    if len(x) == 0:
+        raise ExportError("no held-out inputs to check the export on", hint="pass some windows")
+    try:
+        run = exported.runner()
+    except Exception as exc:  # e.g. onnxruntime refusing an opset it does not implement
+        raise ExportError(
+            f"{exported.runtime} cannot load the {exported.format} export: "
+            f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__}",
+            hint="for onnx, pick an opset this onnxruntime implements (export.opset)",
+        ) from None
+    diffs, sizes = [], []
+    with torch.no_grad():
+        for batch in _batches(x):
+            expected = torch_model(torch.from_numpy(batch)).numpy()
+            got = np.asarray(run(batch))
+            if got.shape != expected.shape:
+                raise ExportError(
+                    f"the {exported.format} export returned shape {got.shape} for a batch of "
+                    f"{len(batch)}; torch returned {expected.shape}",
+                    hint="its batch axis was probably frozen at export time",
+                )
+            diffs.append(_abs_diff(expected, got).ravel())
+            sizes.append(len(batch))
+    diff = np.concatenate(diffs)
+    return Equivalence(
+        exported.format,
+        float(diff.max()),
+        float(diff.mean()),
+        len(x),
+        tolerance,
+        tuple(dict.fromkeys(sizes)),
+        exported.runtime,
+    )
+
+
+def _batches(x: np.ndarray) -> Iterator[np.ndarray]:
+    start, i = 0, 0
+    while start < len(x):
+        size = _BATCH_SIZES[min(i, len(_BATCH_SIZES) - 1)]
+        yield x[start : start + size]
+        start, i = start + size, i + 1
+
+
+def _abs_diff(expected: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """|expected - got|, with NaN where exactly one side is NaN counted as infinite."""
+    diff = np.abs(expected.astype(np.float64) - got.astype(np.float64))
+    both_nan = np.isnan(expected) & np.isnan(got)
+    return np.where(both_nan, 0.0, np.where(np.isnan(diff), np.inf, diff))
