@@ -34,7 +34,7 @@ class Recorder:
 
 def test_nan_and_inf_metrics_become_health_events_and_run_tags() -> None:
     run, observer = FakeRun(), Recorder()
-    sink = _HealthSink(run, observer)
+    sink = _HealthSink(run, observer.emit)
 
     sink.emit(
         [
@@ -54,7 +54,7 @@ def test_nan_and_inf_metrics_become_health_events_and_run_tags() -> None:
 
 def test_finite_metrics_raise_nothing() -> None:
     run, observer = FakeRun(), Recorder()
-    sink = _HealthSink(run, observer)
+    sink = _HealthSink(run, observer.emit)
 
     sink.emit([Event("metric", "loss", 0.1, step=1), Event("progress", "epoch")])
 
@@ -70,3 +70,36 @@ def test_metric_sink_passes_every_event_to_the_run_unchanged() -> None:
     _MetricSink(run).emit(events)
 
     assert run.events == events
+
+
+def test_alerts_are_tagged_on_the_run_as_they_fire_and_resolve() -> None:
+    run, observer = FakeRun(), Recorder()
+    sink = _HealthSink(run, observer.emit)
+
+    sink.emit(
+        [
+            Event(
+                "lifecycle",
+                "alert",
+                data={"rule": "EngageJobStalled", "state": "firing", "summary": "no step for 40 s"},
+            )
+        ]
+    )
+    firing = dict(run.tags)
+    sink.emit(
+        [
+            Event(
+                "lifecycle",
+                "alert",
+                data={
+                    "rule": "EngageJobStalled",
+                    "state": "resolved",
+                    "summary": "no step for 40 s",
+                },
+            )
+        ]
+    )
+
+    assert firing == {"engage.alert.EngageJobStalled": "firing: no step for 40 s"}
+    assert run.tags == {"engage.alert.EngageJobStalled": "resolved: no step for 40 s"}
+    assert observer.events == []
