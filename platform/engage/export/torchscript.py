@@ -63,14 +63,66 @@ def export_torchscript(model: nn.Module, example: np.ndarray, path: Path) -> Tor
             warnings.simplefilter("ignore", FutureWarning)
             # A pt2 graph's shape asserts trace as constants: harmless, the shapes are fixed.
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            traced = torch.jit.trace(_eval(model), (x,), check_trace=False)
+            traced = torch.jit.trace(_traceable(_eval(model)), (x,), check_trace=False)
             torch.jit.save(traced, str(path))
             reloaded = torch.jit.load(str(path), map_location="cpu")
-            other = torch.cat([x, x[:1]])  # a batch size the trace never saw
-            dynamic = tuple(reloaded(other).shape[:1]) == (other.shape[0],)
     except Exception as exc:
         raise ExportError(
             f"torch could not export the model to TorchScript: {_first_line(exc)}",
             hint="export only onnx (export.formats) or report the model's architecture",
         ) from None
+    other = torch.cat([x, x[:1]])  # a batch size the trace never saw
+    try:
+        with torch.no_grad():
+            dynamic = tuple(reloaded(other).shape[:1]) == (other.shape[0],)
+    except Exception:
+        dynamic = False
+    if not dynamic:
+        raise ExportError(
+            f"the TorchScript trace froze the batch size at {x.shape[0]}",
+            hint="export only onnx (export.formats / --format onnx)",
+        )
     return TorchScriptExport(path, dynamic)
+
+
+# Factory ops of a pt2 graph that take a size list; their torch.* twins keep a traced size.
+_FACTORIES = {"zeros.default": "zeros", "ones.default": "ones", "full.default": "full"}
+
+
+def _traceable(model: nn.Module) -> nn.Module:
+    """A copy of a pt2 graph (``ExportedProgram.module()``) whose sizes trace as sizes.
+
+    Such a graph reads the batch size with ``aten.sym_size.int``, which the tracer sees as
+    a plain int and bakes in (a GRU's initial state then only fits the example's batch).
+    ``x.size(d)`` and ``torch.zeros(...)`` are recorded as graph values instead.
+    Any other module is returned as it is.
+    """
+    import copy
+
+    import torch
+    from torch import fx
+
+    if not isinstance(model, fx.GraphModule):
+        return model
+    model = copy.deepcopy(model)
+    graph = model.graph
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        if node.target is torch.ops.aten.sym_size.int:
+            with graph.inserting_before(node):
+                size = graph.call_method("size", node.args)
+            node.replace_all_uses_with(size)
+            graph.erase_node(node)
+        elif name := _FACTORIES.get(_op_name(node.target)):
+            node.target = getattr(torch, name)
+    model.recompile()
+    return model
+
+
+def _op_name(target: object) -> str:
+    """``zeros.default`` for ``torch.ops.aten.zeros.default``; "" for anything else."""
+    schema = getattr(target, "_schema", None)
+    if schema is None or not schema.name.startswith("aten::"):
+        return ""
+    return f"{schema.name.removeprefix('aten::')}.{schema.overload_name or 'default'}"
