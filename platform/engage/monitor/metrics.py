@@ -11,6 +11,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -129,8 +130,10 @@ class JobMetrics:
             registry=r,
         )
         self._lock = threading.Lock()
-        self._window: deque[tuple[float, float, float]] = deque()  # (time, wait, step seconds)
+        self._window: deque[tuple[float, float, float]] = deque()  # (time, wait, compute)
+        self._window_wait = self._window_compute = 0.0  # running sums over the window
         self._cpu_seen: dict[str, float] = {}
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._starts = 0
         self._last_step_at = 0.0
 
@@ -161,18 +164,29 @@ class JobMetrics:
             self.epoch.labels(**self.labels).set(value)
 
     def _step(self, labels: dict, seconds: float, at: float) -> None:
-        self.step_seconds.labels(**labels).observe(seconds)
-        self.steps.labels(**labels).inc()
+        self._child(self.step_seconds, labels).observe(seconds)
+        self._child(self.steps, labels).inc()
         self._last_step_at = max(at, self._last_step_at)
-        self.last_step.labels(**self.labels).set(self._last_step_at)
+        self._child(self.last_step, self.labels).set(self._last_step_at)
+
+    def _child(self, metric: Any, labels: dict) -> Any:
+        """``metric.labels(**labels)``, cached: the per-step handlers run for every step of
+        every worker, and prometheus_client's lookup costs microseconds each time."""
+        key = (id(metric), tuple(labels.values()))
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(**labels)
+        return child
 
     def _wait(self, labels: dict, seconds: float, at: float) -> None:
-        self.data_wait.labels(**labels).inc(max(seconds, 0.0))
+        self._child(self.data_wait, labels).inc(max(seconds, 0.0))
         self._window.append((at, seconds, 0.0))
+        self._window_wait += seconds
 
     def _compute(self, labels: dict, seconds: float, at: float) -> None:
-        self.compute.labels(**labels).inc(max(seconds, 0.0))
+        self._child(self.compute, labels).inc(max(seconds, 0.0))
         self._window.append((at, 0.0, seconds))
+        self._window_compute += seconds
 
     def _cpu_total(self, labels: dict, seconds: float, at: float) -> None:
         # Workers report their process's cumulative CPU time; the counter takes the increase.
@@ -198,10 +212,17 @@ class JobMetrics:
             self.alerts.labels(**self.labels, alertname=e.data["rule"]).set(firing)
 
     def _update_stall_ratio(self, now: float) -> None:
+        # Running sums, not a sum over the window per batch: at hundreds of steps a second
+        # the window holds tens of thousands of entries and summing them cost more than the
+        # training step (benchmarks/monitor_overhead.py).
         while self._window and self._window[0][0] < now - STALL_WINDOW_S:
-            self._window.popleft()
-        wait = sum(w for _, w, _ in self._window)
-        busy = wait + sum(c for _, _, c in self._window)
+            _, w, c = self._window.popleft()
+            self._window_wait -= w
+            self._window_compute -= c
+        if not self._window:
+            self._window_wait = self._window_compute = 0.0  # no float drift carried over
+        wait = self._window_wait
+        busy = wait + self._window_compute
         if busy > 0:
             self.stall_ratio.labels(**self.labels).set(wait / busy)
 
@@ -241,7 +262,7 @@ _WORKER_HANDLERS = {
     "step_seconds": JobMetrics._step,
     "data_wait_seconds": JobMetrics._wait,
     "compute_seconds": JobMetrics._compute,
-    "samples": lambda m, labels, v, at: m.samples.labels(**labels).inc(v),
+    "samples": lambda m, labels, v, at: m._child(m.samples, labels).inc(v),
     "worker_cpu_seconds": JobMetrics._cpu_total,
     "worker_resident_memory_bytes": _set("rss"),
     "gpu_utilization_ratio": _set("gpu_util"),
