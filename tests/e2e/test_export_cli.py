@@ -30,7 +30,15 @@ def _engage(*args: str, cwd: Path, timeout: float = 300) -> subprocess.Completed
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("quickstart")
-    result = _engage("quickstart", "--home", str(where / ".engage"), cwd=REPO, timeout=400)
+    result = _engage(
+        "quickstart",
+        "--home",
+        str(where / ".engage"),
+        "--set",
+        "deploy.after_training=false",
+        cwd=REPO,
+        timeout=400,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return where / ".engage"
 

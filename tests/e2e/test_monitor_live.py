@@ -31,7 +31,7 @@ def test_monitor_once_shows_the_quickstart_training_live(
 ) -> None:
     home = tmp_path / "home"
     quickstart = subprocess.Popen(
-        [str(ENGAGE), "quickstart", "--home", str(home)],
+        [str(ENGAGE), "quickstart", "--home", str(home), "--set", "deploy.after_training=false"],
         cwd=tmp_path, env=engage_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
     )  # fmt: skip

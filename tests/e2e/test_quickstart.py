@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
+import socket
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -11,8 +14,23 @@ from mlflow import MlflowClient
 pytestmark = pytest.mark.e2e
 
 
-def test_quickstart_trains_tracks_and_registers(run_engage, tmp_path: Path) -> None:
-    result = run_engage("quickstart", timeout=400)
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def serving_port(run_engage):
+    port = _free_port()
+    yield port
+    run_engage("serve", "stop", timeout=120)  # the deployment outlives the command
+
+
+def test_quickstart_trains_tracks_registers_and_serves(
+    run_engage, tmp_path: Path, serving_port: int
+) -> None:
+    result = run_engage("quickstart", "--set", f"deploy.port={serving_port}", timeout=600)
 
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
@@ -55,3 +73,16 @@ def test_quickstart_trains_tracks_and_registers(run_engage, tmp_path: Path) -> N
     assert (Path(logged.artifact_location.removeprefix("file://")) / "MLmodel").read_text().count(
         "signature:"
     ) == 1
+
+    # Served: one prediction printed with its curl command, and the endpoint answers.
+    url = f"http://127.0.0.1:{serving_port}/predict"
+    assert f"serving smart-home-occupancy version 1 at {url}" in out
+    assert "one prediction from the served model:" in out
+    example = re.search(r"-d @(\S+example\.json)", out).group(1)
+    request = urllib.request.Request(
+        url, data=Path(example).read_bytes(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        body = json.loads(answer.read())
+    assert body["model"] == {"name": "smart-home-occupancy", "version": "1"}
+    assert len(body["predictions"]) == 1

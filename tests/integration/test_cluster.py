@@ -26,6 +26,8 @@ def test_pipeline_runs_on_both_nodes_of_a_loopback_cluster(
         cluster.address,
         "--set",
         "train.epochs=2",
+        "--set",
+        "deploy.after_training=false",
         env=cluster.env,
     )
 

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from engage.cli import exit_codes
 from engage.cli.export import export
+from engage.cli.fl import fl_app
 from engage.cli.models import app as models_app
 from engage.cli.monitor import monitor_app
 from engage.cli.serve import deploy, serve_app
@@ -30,6 +31,7 @@ app = typer.Typer(
 app.add_typer(models_app, name="models")
 app.add_typer(monitor_app, name="monitor")
 app.add_typer(serve_app, name="serve")
+app.add_typer(fl_app, name="fl")
 app.command("deploy")(deploy)
 app.command("export")(export)
 out = Console(highlight=False)
@@ -134,15 +136,16 @@ def run(
 
 @app.command()
 def quickstart(
+    set_: SetOption = None,
     address: AddressOption = None,
     tracking_uri: TrackingOption = None,
     home: HomeOption = None,
 ) -> None:
-    """Run the quickstart pipeline end to end on synthetic smart-home data."""
+    """Run the quickstart pipeline end to end on synthetic smart-home data, then serve it."""
     from engage.cli.quickstart import print_next_steps, quickstart_spec_path
 
     def body() -> None:
-        result = _run_file(quickstart_spec_path(), [], address, tracking_uri, home, False)
+        result = _run_file(quickstart_spec_path(), set_ or [], address, tracking_uri, home, False)
         print_next_steps(out, result)
 
     _guarded(body)

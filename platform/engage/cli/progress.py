@@ -26,6 +26,8 @@ _STAGE_TEXT = {
     "train": "training",
     "evaluate": "evaluating on the test split",
     "register": "logging and registering the model",
+    "export": "exporting ONNX and TorchScript copies, checked against torch",
+    "deploy": "serving the registered version",
 }
 
 

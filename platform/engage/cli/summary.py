@@ -46,9 +46,32 @@ def print_summary(console: Console, loaded: LoadedSpec, result: PipelineResult) 
             "[yellow]not registered[/]: the model did not pass the gate; it is logged with the "
             f"run as {result.model_uri}"
         )
+    if result.deployment is not None:
+        _print_deployment(console, result.deployment)
     if result.metrics_url:
         console.print(f"live metrics were served at {result.metrics_url} (Prometheus format)")
     console.print(f"open the run:  {ui_command(result.tracking_uri)}")
     console.print(
         f"           then {run_url(result.tracking_uri, result.experiment_id, result.run_id)}"
     )
+
+
+def _print_deployment(console: Console, deployment) -> None:
+    served = deployment.result
+    response = deployment.response
+    console.print(
+        f"[green]serving[/] {served.model} version {served.version} at [bold]{served.url}/predict[/]"
+    )
+    prediction = response.get("predictions", [None])[0]
+    classes = response.get("classes")
+    shown = (
+        f"{prediction} ({classes[prediction]})"
+        if classes and isinstance(prediction, int)
+        else prediction
+    )
+    console.print(f"one prediction from the served model: {shown}")
+    console.print(
+        f"  curl -s -X POST {served.url}/predict -H 'Content-Type: application/json' "
+        f"-d @{deployment.example_file}"
+    )
+    console.print("  stop serving with: engage serve stop")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from engage.data import PreparedData, prepare
+from engage.errors import EngageError
 from engage.runtime.reporting import Event, Reporter
 from engage.runtime.session import SessionInfo, ray_session, resolve_address
 from engage.spec import LoadedSpec
@@ -229,3 +231,82 @@ def log_and_register(
     if decision.metric:  # what `engage models promote` compares on
         tags |= {"engage.gate_metric": decision.metric, "engage.gate_direction": decision.direction}
     return Logged(model_seq, run.register(registration_spec.model_name, model_seq, tags), decision)
+
+
+def export_model(loaded: LoadedSpec, data: PreparedData, run: PipelineRun, model: Any):
+    """ONNX and TorchScript copies, checked against torch on the test split (fails above
+    the spec's tolerance)."""
+    from engage.export import export_stage
+
+    spec = loaded.spec.export
+    return export_stage(model, raw_inputs(data, spec.samples), spec, run)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the deploy stage started, and the one prediction it checked it with."""
+
+    result: Any  # engage.serve.DeployResult
+    example_file: Path
+    response: dict[str, Any]
+
+
+def deploy(loaded: LoadedSpec, data: PreparedData, registration: Any, options: Any) -> Deployment:
+    """Serve the registered version, then send it one test window as a smoke test."""
+    import json
+    import urllib.request
+
+    spec = loaded.spec
+    uri = resolve_tracking_uri(spec.tracking.tracking_uri, options.tracking_uri, options.home)
+    result = _deploy_in_subprocess(
+        {
+            "model": f"{registration.name}/{registration.version}",
+            "spec": spec.deploy.model_dump(mode="json"),
+            "home": str(options.home),
+            "tracking_uri": uri,
+            "address": resolve_address(options.address),
+        }
+    )
+    example = {"inputs": raw_inputs(data, 1).tolist()}
+    example_file = options.home / "serve" / result.app / "example.json"
+    example_file.parent.mkdir(parents=True, exist_ok=True)
+    example_file.write_text(json.dumps(example))
+    predict_url = f"{result.url}/predict"
+    request = urllib.request.Request(
+        predict_url, data=example_file.read_bytes(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            response = json.loads(answer.read())
+    except (OSError, ValueError) as exc:  # HTTPError and URLError are OSErrors
+        raise EngageError(
+            f"the served model did not answer its first prediction at {predict_url}: {exc}",
+            hint="see `engage serve status`; the registered model is unaffected",
+        ) from None
+    return Deployment(result, example_file, response)
+
+
+def _deploy_in_subprocess(options: dict[str, Any]) -> Any:
+    """See engage.serve.deploy_job: this process already belongs to the job's Ray session."""
+    import json
+    import subprocess
+    import sys
+
+    from engage.serve import DeployResult
+
+    done = subprocess.run(
+        [sys.executable, "-m", "engage.serve.deploy_job"],
+        input=json.dumps(options),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    payload = json.loads(lines[-1]) if lines else {}
+    if done.returncode != 0 or "error" in payload or not payload:
+        message = payload.get("error") or (done.stderr.strip().splitlines() or ["no output"])[-1]
+        error = EngageError(f"deploy stage failed: {message}", hint=payload.get("hint"))
+        error.exit_code = done.returncode or 1
+        raise error
+    payload["replaced"] = tuple(payload.get("replaced", ()))
+    return DeployResult(**payload)

@@ -62,6 +62,7 @@ class PipelineResult:
     pending: int  # spool entries of this run not yet in MLflow (0 when all landed)
     health: tuple[str, ...] = ()  # training-health warnings (non-finite metrics)
     metrics_url: str | None = None  # the job's Prometheus endpoint while it ran
+    deployment: Any = None  # the deploy stage's result (engage.runtime._stages.Deployment)
 
 
 class _MetricSink:
@@ -124,6 +125,10 @@ def run_pipeline(
 
     The spool opens first, so a read-only or full disk fails the job before any work.
     """
+    if loaded.spec.federated is not None:  # federated rounds instead of Ray Train
+        from engage.federated.runner import run_federated
+
+        return run_federated(loaded, options, observer)
     from engage.tracking import Drainer, Spool
 
     observer = observer or NullObserver()
@@ -189,6 +194,9 @@ def _run(
                 model, metrics = _stages.evaluate(loaded, data, outcome, reporter)
         finally:
             session.close()
+        if loaded.spec.export.formats:
+            with timer.stage("export"):
+                _stages.export_model(loaded, data, run, model)
         with timer.stage("register"):
             logged = _stages.log_and_register(loaded, data, run, model, metrics)
         reporter.metrics({f"stage_{k}_seconds": v for k, v in timer.seconds.items()})
@@ -210,6 +218,10 @@ def _run(
     drainer.flush(run.local_id, timeout_s=min(5.0, options.drain_timeout_s))
     ids = run.ids()
     registration = run.registration(logged.register_seq) if logged.register_seq else None
+    deployment = None
+    if loaded.spec.deploy.after_training and registration is not None:
+        with timer.stage("deploy", f"serving {registration.name} version {registration.version}"):
+            deployment = _stages.deploy(loaded, data, registration, options)
     return PipelineResult(
         ids.run_id or ids.local_id,
         ids.local_id,
@@ -225,6 +237,7 @@ def _run(
         spool.pending_count(run.local_id),
         tuple(health.warnings),
         monitor.url if monitor is not None else None,
+        deployment,
     )
 
 

@@ -43,6 +43,7 @@ DELAY_S, BATCH = 0.1, 128  # 44 steps of >= 0.1 s per epoch: 15 epochs >= 66 s d
 JOB_ARGS = [
     "run", "pipelines/quickstart.yaml",
     "--set", "data.source.days=7",
+    "--set", "deploy.after_training=false",
     "--set", f"train.epochs={EPOCHS}",
     "--set", f"train.batch_size={BATCH}",
     "--set", "train.checkpoint_every=1000",  # one checkpoint, at the end

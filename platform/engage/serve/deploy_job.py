@@ -1,0 +1,40 @@
+"""Deploy in a process of its own: ``python -m engage.serve.deploy_job`` < options JSON.
+
+The pipeline's deploy stage uses it because a process that has already joined one Ray
+cluster (the job's own, with its own auth token) cannot join another one: Ray keeps the
+first session's token. Prints the DeployResult as JSON; errors keep engage's exit codes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from engage.errors import EngageError
+
+
+def main() -> int:
+    from engage.serve import DeployOptions, deploy_model
+    from engage.spec.models import DeploySpec
+
+    raw = json.loads(sys.stdin.read())
+    options = DeployOptions(
+        model=raw["model"],
+        spec=DeploySpec.model_validate(raw["spec"]),
+        home=Path(raw["home"]),
+        tracking_uri=raw.get("tracking_uri"),
+        address=raw.get("address"),
+    )
+    try:
+        result = deploy_model(options)
+    except EngageError as exc:
+        print(json.dumps({"error": exc.message, "hint": exc.hint, "type": type(exc).__name__}))
+        return exc.exit_code
+    print(json.dumps(dataclasses.asdict(result)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
