@@ -26,6 +26,7 @@ from _prometheus import Prometheus, wait_for
 from mlflow import MlflowClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from engage.monitor.discovery import target_file
 from engage.monitor.rules import DATA_BOUND_RATIO, get_rule
 from engage.monitor.store import EventStore
 
@@ -252,7 +253,7 @@ def test_the_target_leaves_discovery_when_the_job_ends(watch: Watch) -> None:
     watch.need("target_gone_at")
 
     assert watch.returncode == 0, watch.job.output[-3000:]
-    assert not list((watch.home / "prometheus" / "targets").glob("*.json"))
+    assert not target_file(watch.home, "quickstart", watch.run_id).exists()
     assert watch.target_gone_at - watch.ended_at < 10
 
 
