@@ -1,0 +1,192 @@
+"""The drift extension point: one abstract detector, typed results, a registry by name.
+
+A detector is fitted once on a :class:`~engage.monitor.drift.reference.Reference` (per
+model version, off the request path) and then checks batches of rows. It returns a
+:class:`DriftResult` and never alerts: :mod:`engage.monitor.drift.policy` decides. A
+detector that raises, or whose p-value is NaN, yields ``DriftResult(error=...)``, which
+the policy turns into an error decision, never into "no drift" (alibi-detect #221).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from engage.monitor.drift.reference import Reference
+
+Kind = Literal["batch", "online"]
+
+
+@dataclass(frozen=True)
+class FeatureDrift:
+    """One feature's share of a result (a ``None`` field means "not computed by this test")."""
+
+    feature: str
+    statistic: float
+    p_value: float | None = None
+    threshold: float | None = None
+    is_drift: bool = False
+
+
+@dataclass(frozen=True)
+class DriftResult:
+    """What one check found; a result with ``error`` set found nothing either way.
+
+    Attributes
+    ----------
+    detector : str
+        Registered name of the detector.
+    statistic : float
+        The test statistic (for per-feature tests, the most extreme feature's).
+    threshold : float
+        The value the statistic is compared with (a p-value level for batch tests).
+    p_value : float or None
+        The (corrected) p-value when the test has one; online tests have a score only.
+    is_drift : bool
+        The detector's own verdict at its threshold; the policy may still ignore it.
+    features : tuple of FeatureDrift
+        Per-feature breakdown (empty for multivariate tests).
+    n : int
+        Rows checked.
+    alarm_index : int or None
+        For online detectors: index (within the checked rows) of the first alarm.
+    error : str or None
+        Why no verdict exists (exception, NaN p-value); ``is_drift`` is then False.
+    seconds : float
+        Wall time of the check.
+    """
+
+    detector: str
+    statistic: float
+    threshold: float
+    p_value: float | None = None
+    is_drift: bool = False
+    features: tuple[FeatureDrift, ...] = ()
+    n: int = 0
+    alarm_index: int | None = None
+    error: str | None = None
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def drifted_features(self) -> tuple[str, ...]:
+        return tuple(f.feature for f in self.features if f.is_drift)
+
+    @classmethod
+    def failed(cls, detector: str, error: str, n: int = 0) -> DriftResult:
+        return cls(detector, math.nan, math.nan, error=error, n=n)
+
+
+class DriftDetector(ABC):
+    """Fit on a reference once, then ``check`` rows ``(n, features)`` of raw values.
+
+    Subclasses set ``name``, ``kind``, ``default_threshold`` and ``threshold_meaning`` and
+    implement :meth:`_fit` and :meth:`_check`; :meth:`check` (the template) validates the
+    input, times the call and turns exceptions and NaN p-values into error results. Online
+    detectors keep state across calls: rows are consumed in order and ``alarm_index``
+    says where the first alarm fell; :meth:`reset` starts a new stream.
+    """
+
+    name: ClassVar[str]
+    kind: ClassVar[Kind] = "batch"
+    default_threshold: ClassVar[float]
+    threshold_meaning: ClassVar[str]
+
+    def __init__(self) -> None:
+        self.reference: Reference | None = None
+
+    def fit(self, reference: Reference) -> DriftDetector:
+        """Configure on the reference (may be slow: do it once per model version)."""
+        self.reference = reference
+        self._fit(reference)
+        return self
+
+    def check(self, x: np.ndarray) -> DriftResult:
+        """Test the rows ``x`` (shape ``(n, features)``, raw units); never raises."""
+        if self.reference is None:
+            return DriftResult.failed(self.name, "detector used before fit(reference)")
+        start = time.perf_counter()
+        try:
+            rows = self.reference.as_rows(x)
+            result = self._check(rows)
+        except Exception as exc:
+            return DriftResult.failed(self.name, f"{type(exc).__name__}: {exc}", n=len(x))
+        result = replace(result, seconds=time.perf_counter() - start)
+        return _nan_is_an_error(result)
+
+    def reset(self) -> None:  # noqa: B027 - batch detectors hold no stream state
+        """Forget the stream seen so far (online detectors)."""
+
+    @abstractmethod
+    def _fit(self, reference: Reference) -> None: ...
+
+    @abstractmethod
+    def _check(self, x: np.ndarray) -> DriftResult: ...
+
+
+def _nan_is_an_error(result: DriftResult) -> DriftResult:
+    if result.error is not None:
+        return replace(result, is_drift=False)
+    nan_features = [f.feature for f in result.features if _nan(f.p_value) or _nan(f.statistic)]
+    if _nan(result.p_value) or _nan(result.statistic) or nan_features:
+        where = f" (features: {', '.join(nan_features)})" if nan_features else ""
+        return replace(result, is_drift=False, error=f"NaN p-value or statistic{where}")
+    return result
+
+
+def _nan(value: float | None) -> bool:
+    return value is not None and not math.isfinite(value)
+
+
+DETECTORS: dict[str, type[DriftDetector]] = {}
+
+
+def register_detector(name: str) -> Callable[[type[DriftDetector]], type[DriftDetector]]:
+    """Class decorator: register a detector under ``name`` (unique)."""
+
+    def add(cls: type[DriftDetector]) -> type[DriftDetector]:
+        if name in DETECTORS:
+            raise ValueError(f"drift detector {name!r} is already registered")
+        cls.name = name
+        DETECTORS[name] = cls
+        return cls
+
+    return add
+
+
+# Registered on import of their module; alibi-detect's are listed here so that asking for
+# one loads alibi-detect (slow, BSL-licensed) only then, and never otherwise.
+_LAZY = {
+    name: "engage.monitor.drift._alibi"
+    for name in ("ks", "cvm", "mmd", "mmd_online", "lsdd_online", "cvm_online")
+}
+
+
+def detector_names() -> list[str]:
+    """Every detector name ``make_detector`` accepts."""
+    _load_builtin()
+    return sorted(set(DETECTORS) | set(_LAZY))
+
+
+def make_detector(name: str, **options: Any) -> DriftDetector:
+    """A new, unfitted detector by registered name; an unknown name lists the valid ones."""
+    _load_builtin()
+    if name not in DETECTORS and name in _LAZY:
+        import importlib
+
+        importlib.import_module(_LAZY[name])
+    if name not in DETECTORS:
+        raise KeyError(
+            f"unknown drift detector {name!r}; registered: {', '.join(detector_names())}"
+        )
+    return DETECTORS[name](**options)
+
+
+def _load_builtin() -> None:
+    from engage.monitor.drift import quality, sequential  # noqa: F401

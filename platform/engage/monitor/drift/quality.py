@@ -1,0 +1,169 @@
+"""Data-quality checks on live input: NaN/inf rate, out-of-range, missing features, stuck sensors.
+
+:func:`check_quality` reports on a table or an array; the registered ``quality`` detector
+wraps it in the common interface, keeping the last ``window - 1`` rows between calls so a
+stuck sensor (a window of identical readings) is found across batch boundaries, within one
+window of the first stuck reading. Features that were constant in at least
+``stuck_tolerance`` of the training windows (a motion sensor at night) are not checked
+for sticking.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from engage.monitor.drift.base import DriftDetector, DriftResult, FeatureDrift, register_detector
+from engage.monitor.drift.reference import Reference
+
+
+@dataclass(frozen=True)
+class FeatureQuality:
+    """One feature's data quality over the checked rows (rates are shares of rows)."""
+
+    feature: str
+    missing: bool
+    nan_rate: float
+    inf_rate: float
+    out_of_range_rate: float
+    stuck_windows: int
+    first_stuck_row: int | None  # last row of the first all-equal window
+    first_bad_row: int | None = None  # first NaN, infinite or out-of-range value
+
+    @property
+    def worst_rate(self) -> float:
+        return 1.0 if self.missing else max(self.nan_rate, self.inf_rate, self.out_of_range_rate)
+
+
+@dataclass(frozen=True)
+class QualityReport:
+    rows: int
+    features: tuple[FeatureQuality, ...]
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(f.feature for f in self.features if f.missing)
+
+
+def check_quality(
+    x: np.ndarray,
+    reference: Reference,
+    *,
+    window: int | None = None,
+    margin: float = 0.1,
+    missing: tuple[str, ...] = (),
+    history: np.ndarray | None = None,
+    stuck_tolerance: float = 0.001,
+) -> QualityReport:
+    """Quality of rows ``x`` ``(n, F)`` (raw units) against ``reference``.
+
+    Parameters
+    ----------
+    window : int or None
+        Rows per stuck-sensor window; default: the model's window (at least 5).
+    margin : float
+        Out of range means below ``min - margin * span`` or above ``max + margin * span``
+        of the training values (span = max - min).
+    missing : tuple of str
+        Features absent from the input (their column in ``x`` is NaN).
+    history : numpy.ndarray or None
+        Rows that came just before ``x``, so windows can span the boundary.
+    """
+    w = window or max(reference.window, 5)
+    x = np.asarray(x, dtype=np.float64)
+    past = history if history is not None else np.empty((0, x.shape[1]))
+    joined = np.concatenate([past, x])
+    out = []
+    for j, name in enumerate(reference.features):
+        col, stats = x[:, j], reference.stats[name]
+        finite = np.isfinite(col)
+        span = (stats.max - stats.min) or abs(stats.max) or 1.0
+        low, high = stats.min - margin * span, stats.max + margin * span
+        outside = finite & ((col < low) | (col > high))
+        stuck, first = 0, None
+        if stats.constant_window_rate < stuck_tolerance and len(joined) >= w:
+            flat = np.ptp(sliding_window_view(joined[:, j], w), axis=1) == 0
+            flat &= np.arange(len(flat)) + w - 1 >= len(past)  # windows ending in x
+            stuck = int(flat.sum())
+            first = int(np.argmax(flat)) + w - 1 - len(past) if stuck else None
+        n = max(len(col), 1)
+        bad = np.flatnonzero(~finite | outside)
+        out.append(
+            FeatureQuality(
+                name,
+                name in missing,
+                float(np.isnan(col).sum() / n) if name not in missing else 1.0,
+                float(np.isinf(col).sum() / n),
+                float(outside.sum() / n),
+                stuck,
+                first,
+                int(bad[0]) if len(bad) else None,
+            )
+        )
+    return QualityReport(len(x), tuple(out))
+
+
+@register_detector("quality")
+class QualityDetector(DriftDetector):
+    """Data quality as a detector: drift = any NaN/inf/out-of-range rate above
+    ``max_rate``, a missing feature, or a stuck sensor (a window with zero variance)."""
+
+    kind = "online"
+    default_threshold = 0.01
+    threshold_meaning = "largest tolerated share of NaN, infinite or out-of-range values"
+
+    def __init__(
+        self, max_rate: float = default_threshold, window: int | None = None, margin: float = 0.1
+    ) -> None:
+        super().__init__()
+        self.max_rate, self.window, self.margin = max_rate, window, margin
+        self.history: np.ndarray | None = None
+
+    def _fit(self, reference: Reference) -> None:
+        self.w = self.window or max(reference.window, 5)
+        self.reset()
+
+    def reset(self) -> None:
+        self.history = None
+
+    def _check(self, x: np.ndarray, missing: tuple[str, ...] = ()) -> DriftResult:
+        report = check_quality(
+            x,
+            self.reference,
+            window=self.w,
+            margin=self.margin,
+            missing=missing,
+            history=self.history,
+        )
+        joined = x if self.history is None else np.concatenate([self.history, x])
+        self.history = joined[-(self.w - 1) :] if self.w > 1 else None
+        return quality_result(report, self.max_rate, self.name)
+
+
+def quality_result(report: QualityReport, max_rate: float, name: str = "quality") -> DriftResult:
+    """A :class:`QualityReport` as a :class:`DriftResult` (statistic = worst rate)."""
+    feats, firsts = [], []
+    for f in report.features:
+        bad = f.missing or f.worst_rate > max_rate or f.stuck_windows > 0
+        score = 1.0 if f.stuck_windows else f.worst_rate
+        feats.append(FeatureDrift(f.feature, score, None, max_rate, bad))
+        if f.first_stuck_row is not None:
+            firsts.append(f.first_stuck_row)
+        if f.missing:
+            firsts.append(0)
+        elif f.worst_rate > max_rate and f.first_bad_row is not None:
+            firsts.append(f.first_bad_row)
+    alarm = min(firsts) if firsts else None
+    return DriftResult(
+        name,
+        max(fd.statistic for fd in feats),
+        max_rate,
+        None,
+        any(fd.is_drift for fd in feats),
+        tuple(feats),
+        report.rows,
+        alarm,
+        extra={"quality": report},
+    )
