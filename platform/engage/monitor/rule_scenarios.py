@@ -71,7 +71,14 @@ ALL_RULES = (
     "EngageLossDiverging",
     "EngageThroughputDrop",
     "EngageTrackingLagGrowing",
+    "EngageFederatedClientFlagged",
+    "EngageFederatedClientQuarantined",
+    "EngageFederatedGlobalMetricDrop",
 )
+
+
+def _client(job: str, client: str, run_id: str = "r1") -> Labels:
+    return labels_of({"job": job, "run_id": run_id, "client": client})
 
 
 def _quiet(at_minutes: float, *rules: str) -> tuple[Expect, ...]:
@@ -190,6 +197,51 @@ SCENARIOS: tuple[Scenario, ...] = (
             Expect(_m(4), "EngageTrackingLagGrowing"),
             Expect(_m(5), "EngageTrackingLagGrowing", ((_run("offline"), 150.0),)),
             Expect(_m(7), "EngageTrackingLagGrowing", ((_run("offline"), 210.0),)),
+        ),
+    ),
+    Scenario(
+        "federated: a flagged client fires, a borderline one does not; quarantine fires",
+        (
+            _s("engage_fl_client_score", "fl", [0.2, 0.3, 1.5, 2.0, 2.0, 0.4, 0.4], client="c1"),
+            _s("engage_fl_client_score", "fl", [0.2, 0.9, 0.5, 0.99, 0.3, 0.2, 0.2], client="c2"),
+            _s("engage_fl_quarantined", "fl", [None, None, None, 1.0, 1.0, 1.0, 1.0], client="c1"),
+        ),
+        (
+            Expect(_m(1), "EngageFederatedClientFlagged"),
+            Expect(_m(2), "EngageFederatedClientFlagged"),  # pending for 30 s
+            Expect(_m(3), "EngageFederatedClientFlagged", ((_client("fl", "c1"), 2.0),)),
+            Expect(_m(5), "EngageFederatedClientFlagged"),
+            Expect(_m(3), "EngageFederatedClientQuarantined"),
+            Expect(_m(4), "EngageFederatedClientQuarantined", ((_client("fl", "c1"), 1.0),)),
+        ),
+    ),
+    Scenario(
+        "federated: the global accuracy falling fires, a small wobble or a loss rise does not",
+        (
+            _s(
+                "engage_fl_global_metric",
+                "poisoned",
+                [0.5, 0.75, 1.0, 0.875, 0.75, 0.75, 0.75],
+                metric="val_accuracy",
+            ),
+            _s(
+                "engage_fl_global_metric",
+                "poisoned",
+                [0.5, 0.25, 0.125, 0.5, 1.0, 1.0, 1.0],
+                metric="val_loss",
+            ),
+            _s(
+                "engage_fl_global_metric",
+                "wobbly",
+                [0.75, 0.8125, 0.78125, 0.8125, 0.78125, 0.8125, 0.78125],
+                metric="val_accuracy",
+            ),
+        ),
+        (
+            Expect(_m(2), "EngageFederatedGlobalMetricDrop"),
+            Expect(_m(3), "EngageFederatedGlobalMetricDrop"),  # pending
+            Expect(_m(4), "EngageFederatedGlobalMetricDrop", ((_run("poisoned"), 0.25),)),
+            Expect(_m(6), "EngageFederatedGlobalMetricDrop", ((_run("poisoned"), 0.25),)),
         ),
     ),
 )

@@ -43,6 +43,10 @@ THROUGHPUT_DROP_RATIO = 0.5  # throughput below this share of its recent peak
 THROUGHPUT_WINDOW_S = 600.0  # ...over this window
 SPOOL_LAG_S = 60.0  # the oldest tracking entry not yet in MLflow is older than this
 SPOOL_GROWTH_WINDOW_S = 300.0  # ...and the spool depth grew over this window
+FL_SCORE_FLAG = 1.0  # a client's anomaly score at which its update is flagged
+FL_QUARANTINED = 1.0  # engage_fl_quarantined of a quarantined client
+FL_METRIC_DROP = 0.05  # the global model's val_accuracy this far below its recent best
+FL_METRIC_WINDOW_S = 600.0  # ...over this window
 
 _TRAINING = '(max by (job, run_id) (engage_stage{stage="train"}) == 1)'
 _TEMPLATE_PART = re.compile(r"{{\s*(.*?)\s*}}")
@@ -148,6 +152,28 @@ def _spool_lag_growing(view: SeriesBuffer, now: float) -> Vector:
         over_time(view.window("engage_tracking_spool_depth", now, SPOOL_GROWTH_WINDOW_S), deriv)
     )
     return {k: v for k, v in lag.items() if v > SPOOL_LAG_S and slope.get(k, 0.0) > 0}
+
+
+_CLIENT = ("job", "run_id", "client")
+
+
+def _fl_flagged(view: SeriesBuffer, now: float) -> Vector:
+    score = max_by(view.instant("engage_fl_client_score", now), _CLIENT)
+    return {k: v for k, v in score.items() if v >= FL_SCORE_FLAG}
+
+
+def _fl_quarantined(view: SeriesBuffer, now: float) -> Vector:
+    quarantined = max_by(view.instant("engage_fl_quarantined", now), _CLIENT)
+    return {k: v for k, v in quarantined.items() if v == FL_QUARANTINED}
+
+
+def _fl_metric_drop(view: SeriesBuffer, now: float) -> Vector:
+    match = {"metric": "val_accuracy"}
+    current = max_by(view.instant("engage_fl_global_metric", now, **match))
+    window = view.window("engage_fl_global_metric", now, FL_METRIC_WINDOW_S, **match)
+    best = max_by(over_time(window, max_over_time))
+    drops = {k: best[k] - v for k, v in current.items() if k in best}
+    return {k: d for k, d in drops.items() if d > FL_METRIC_DROP}
 
 
 def _duration(seconds: float) -> str:
@@ -280,6 +306,67 @@ RULES: tuple[AlertRule, ...] = (
         check=_spool_lag_growing,
         series=("engage_tracking_spool_lag_seconds", "engage_tracking_spool_depth"),
         params={"lag_seconds": SPOOL_LAG_S, "window_seconds": SPOOL_GROWTH_WINDOW_S},
+    ),
+    AlertRule(
+        name="EngageFederatedClientFlagged",
+        severity="warning",
+        summary=(
+            'Federated client {{ $labels.client }} scores {{ $value | printf "%.2f" }} '
+            "(anomalous update) in " + _RUN
+        ),
+        description=(
+            "The client's last update was flagged by the anomaly scorer (score >= "
+            f"{FL_SCORE_FLAG:g}: an outlying norm or distance, a direction against the "
+            "robust centre, or a copy of another client's or of a past update) and was left "
+            "out of the aggregate. Check the client's data and software; repeated flags "
+            "quarantine it (federated.quarantine_after)."
+        ),
+        expr=f"max by (job, run_id, client) (engage_fl_client_score) >= {FL_SCORE_FLAG:g}",
+        for_seconds=30.0,
+        check=_fl_flagged,
+        series=("engage_fl_client_score",),
+        params={"score": FL_SCORE_FLAG},
+    ),
+    AlertRule(
+        name="EngageFederatedClientQuarantined",
+        severity="critical",
+        summary="Federated client {{ $labels.client }} is quarantined in " + _RUN,
+        description=(
+            "The client was flagged federated.quarantine_after times; the server no longer "
+            "samples it and refuses its updates. Investigate it (compromised device, "
+            "poisoned data) and rotate its key with `engage fl keys --rotate` before it "
+            "rejoins a new run."
+        ),
+        expr=f"max by (job, run_id, client) (engage_fl_quarantined) == {FL_QUARANTINED:g}",
+        for_seconds=15.0,
+        check=_fl_quarantined,
+        series=("engage_fl_quarantined",),
+        params={"value": FL_QUARANTINED},
+    ),
+    AlertRule(
+        name="EngageFederatedGlobalMetricDrop",
+        severity="warning",
+        summary=(
+            'Global model val_accuracy fell {{ $value | printf "%.3f" }} below its recent '
+            "best in " + _RUN
+        ),
+        description=(
+            f"The federated global model's validation accuracy is more than "
+            f"{FL_METRIC_DROP:g} below its maximum over the last "
+            f"{_duration(FL_METRIC_WINDOW_S)}. Poisoned updates may be getting through: "
+            "look at the flagged and rejected updates of the last rounds, or use a robust "
+            "aggregator (median, trimmed_mean, krum)."
+        ),
+        expr=(
+            "max by (job, run_id) (max_over_time("
+            f'engage_fl_global_metric{{metric="val_accuracy"}}[{_duration(FL_METRIC_WINDOW_S)}]))\n'
+            '  - max by (job, run_id) (engage_fl_global_metric{metric="val_accuracy"})\n'
+            f"> {FL_METRIC_DROP:g}"
+        ),
+        for_seconds=30.0,
+        check=_fl_metric_drop,
+        series=("engage_fl_global_metric",),
+        params={"drop": FL_METRIC_DROP, "window_seconds": FL_METRIC_WINDOW_S},
     ),
 )
 _BY_NAME = {rule.name: rule for rule in RULES}

@@ -1,0 +1,161 @@
+"""Builds a federated server and its clients from a spec: one place for the runner, the
+benchmark and the tests, so all three run the same code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engage.federated.aggregators import make_aggregator
+from engage.federated.attacks import make_channel
+from engage.federated.client import (
+    AttackPlan,
+    FederatedClient,
+    LocalTraining,
+    build_model,
+    client_actor,
+    get_vector,
+    model_schema,
+    set_vector,
+)
+from engage.federated.keys import KeyStore
+from engage.federated.partition import FederatedData
+from engage.federated.policy import QuarantinePolicy
+from engage.federated.pools import LocalPool, RayPool
+from engage.federated.scoring import ScoringConfig, UpdateScorer
+from engage.federated.server import FederatedServer, ServerConfig
+from engage.federated.verify import UpdateVerifier
+from engage.spec.models import FederatedSpec, ModelSpec
+
+
+@dataclass(frozen=True)
+class Simulation:
+    server: FederatedServer
+    malicious: dict[str, str]  # client -> attack kind (empty without client attacks)
+
+
+def malicious_clients(fed: FederatedSpec, clients: list[str]) -> dict[str, str]:
+    """Which clients attack (a seeded choice of ``fraction`` of them, at least one)."""
+    attack = fed.attacks.clients if fed.attacks else None
+    if attack is None:
+        return {}
+    k = max(1, round(attack.fraction * len(clients)))
+    rng = np.random.default_rng([fed.attacks.seed, 31337])
+    chosen = sorted(rng.choice(len(clients), size=min(k, len(clients)), replace=False))
+    return {clients[i]: attack.kind for i in chosen}
+
+
+def local_training(fed: FederatedSpec, model: ModelSpec, data: FederatedData) -> LocalTraining:
+    return LocalTraining(
+        model.name,
+        dict(model.params),
+        data.shape,
+        data.task,
+        fed.local_epochs,
+        fed.batch_size,
+        fed.optimizer,
+        fed.learning_rate,
+        fed.strategy,
+        fed.mu,
+        fed.seed,
+        fed.max_update_bytes,
+    )
+
+
+def build(
+    fed: FederatedSpec,
+    model: ModelSpec,
+    data: FederatedData,
+    keys: KeyStore,
+    *,
+    use_ray: bool,
+    actor_cpus: float = 0.0,
+) -> Simulation:
+    """The server with its clients (Ray actors or in-process), keys already provisioned."""
+    training = local_training(fed, model, data)
+    malicious = malicious_clients(fed, data.ids)
+    attack = fed.attacks.clients if fed.attacks else None
+    plans = {
+        c: AttackPlan(attack.kind, dict(attack.params), attack.start_round, fed.attacks.seed)
+        for c in malicious
+    }
+    make = client_actor(actor_cpus).remote if use_ray else FederatedClient
+    clients = {
+        c.client: make(
+            c.client,
+            training,
+            c.train.x,
+            c.train.y,
+            fed.signing,
+            keys.secret(c.client, fed.signing),
+            plans.get(c.client),
+        )
+        for c in data.clients
+    }
+    pool = RayPool(clients) if use_ray else LocalPool(clients)
+    model_ = build_model(training)
+    schema = model_schema(model_)
+    scoring = fed.scoring
+    scorer = None
+    if scoring.enabled:
+        scorer = UpdateScorer(
+            ScoringConfig(
+                scoring.z_threshold,
+                scoring.cosine_min,
+                scoring.duplicate_cosine,
+                scoring.history_decay,
+            )
+        )
+    server = FederatedServer(
+        ServerConfig(
+            fed.rounds, fed.clients_per_round, fed.min_clients, fed.timeout_seconds, fed.seed
+        ),
+        data.ids,
+        pool,
+        make_channel(
+            list(fed.attacks.in_transit) if fed.attacks else [],
+            fed.attacks.seed if fed.attacks else 0,
+        ),
+        UpdateVerifier(keys.keyring(data.ids, fed.signing), schema, fed.max_update_bytes),
+        make_aggregator(fed.aggregator.name, dict(fed.aggregator.params)),
+        scorer,
+        QuarantinePolicy(fed.quarantine_after, scoring.enabled and scoring.exclude_flagged),
+        Evaluator(training, data, "val"),
+        get_vector(model_, schema),
+    )
+    return Simulation(server, malicious)
+
+
+class Evaluator:
+    """The global model's metrics on the union of the clients' ``split`` windows."""
+
+    def __init__(self, training: LocalTraining, data: FederatedData, split: str) -> None:
+        import torch
+
+        self.training = training
+        self.model = build_model(training)
+        self.schema = model_schema(self.model)
+        x, y = data.union(split)
+        self.x, self.y = torch.from_numpy(x), torch.from_numpy(y)
+        self.split = split
+
+    def __call__(self, vector: np.ndarray) -> dict[str, float]:
+        from engage.train.evaluate import accumulate, finalize
+
+        set_vector(self.model, self.schema, vector)
+        t = self.training
+        sums = accumulate(self.model, self.x, self.y, t.task, t.shape.outputs, 4096)
+        return finalize(sums, t.task, self.split)
+
+
+def ensure_keys(keys: KeyStore, clients: list[str], scheme: str) -> list[str]:
+    """Provision the keys that are missing; returns who got one."""
+    return keys.provision(clients, scheme)
+
+
+def to_model(training: LocalTraining, vector: np.ndarray) -> Any:
+    model = build_model(training)
+    set_vector(model, model_schema(model), vector)
+    return model.eval()
