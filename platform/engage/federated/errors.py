@@ -8,5 +8,4 @@ from engage.errors import EngageError
 class FederatedError(EngageError):
     """A federated job cannot go on: missing or unsafe keys, too few clients for a round."""
 
-    headline = "federated job failed"
-    exit_code = 1
+    headline = "federated job failed"  # exit code 1, inherited: "engage error not covered"
