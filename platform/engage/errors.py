@@ -63,3 +63,17 @@ class ExportError(EngageError):
 
     headline = "model export failed"
     exit_code = 7
+
+
+class DriftDetected(EngageError):
+    """`engage drift check` found drift or a data-quality failure (a verdict, not a fault)."""
+
+    headline = "drift detected"
+    exit_code = 8
+
+
+class DriftCheckError(EngageError):
+    """A drift detector failed or gave no verdict (NaN p-value): never read as "no drift"."""
+
+    headline = "drift check failed: no verdict"
+    exit_code = 9

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from engage.cli import exit_codes
+from engage.cli.drift import drift_app
 from engage.cli.export import export
 from engage.cli.fl import fl_app
 from engage.cli.models import app as models_app
@@ -29,6 +30,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(models_app, name="models")
+app.add_typer(drift_app, name="drift")
 app.add_typer(monitor_app, name="monitor")
 app.add_typer(serve_app, name="serve")
 app.add_typer(fl_app, name="fl")
