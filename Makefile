@@ -49,6 +49,7 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/quickstart_walltime.py
 	$(BIN)/python benchmarks/monitor_overhead.py
+	$(BIN)/python benchmarks/drift_detection.py
 
 ## Regenerate constraints.txt from the current .venv (after changing dependencies).
 constraints: $(STAMP)
