@@ -191,6 +191,23 @@ def raw_inputs(data: PreparedData, n: int) -> np.ndarray:
     return x if norm is None else (x * norm.std + norm.mean).astype(np.float32)
 
 
+def _log_drift_reference(data: PreparedData, run: PipelineRun, model: Any) -> None:
+    """A sample of training inputs, outputs and per-feature statistics with the run, so any
+    deployment of this model version is monitored for drift without the training data."""
+    import torch
+
+    from engage.monitor.drift import capture_reference, log_reference
+
+    norm = data.normalization
+    x_raw = (
+        data.train.x if norm is None else (data.train.x * norm.std + norm.mean).astype(np.float32)
+    )
+    step = max(1, len(x_raw) // 5000)
+    with torch.no_grad():
+        outputs = model(torch.from_numpy(x_raw[::step])).numpy()
+    log_reference(run, capture_reference(x_raw, outputs, list(data.features), max_rows=5000))
+
+
 @dataclass(frozen=True)
 class Logged:
     """Spool entries of the model and of its registration (None when not registering)."""
@@ -210,6 +227,7 @@ def log_and_register(
     with torch.no_grad():
         output = model(torch.from_numpy(example)).numpy()
     model_seq = run.log_model(model, input_example=example, output_example=output)
+    _log_drift_reference(data, run, model)
     run.log_dict(
         {
             "features": list(data.features),
