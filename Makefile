@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/quickstart_walltime.py
 	$(BIN)/python benchmarks/monitor_overhead.py
 	$(BIN)/python benchmarks/drift_detection.py
+	$(BIN)/python benchmarks/federated_defences.py
 
 ## Regenerate constraints.txt from the current .venv (after changing dependencies).
 constraints: $(STAMP)

@@ -17,7 +17,8 @@ import numpy as np
 
 _MAD_TO_SIGMA = 1.4826
 _EPS = 1e-12
-MIN_FOR_Z = 6  # fewer updates than this: only direction, duplicate and stale checks
+MIN_FOR_NORM_Z = 4  # fewer updates: no norm z-score (log norms are robust with 4)
+MIN_FOR_Z = 6  # fewer updates: no distance outlier score
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,9 @@ class UpdateScorer:
         cosines = _cosine(x, centre)
         distances = np.linalg.norm(x - centre, axis=1)
         enough = len(clients) >= MIN_FOR_Z
-        norm_z = (
-            _robust_z(np.log(norms + _EPS), self.config.log_norm_floor) if enough else 0 * norms
-        )
+        norm_z = 0 * norms
+        if len(clients) >= MIN_FOR_NORM_Z:
+            norm_z = _robust_z(np.log(norms + _EPS), self.config.log_norm_floor)
         floor = self.config.distance_floor * float(np.median(distances))
         outlier_z = _robust_z(distances, floor) if enough else 0 * norms
         duplicates = self._duplicates(x)

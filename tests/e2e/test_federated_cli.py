@@ -1,0 +1,64 @@
+"""The federated pipeline from the CLI as a user runs it: keys, then a run with attacks off
+and one with attacks on; both end with the per-client verdict table."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import stat
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+Engage = Callable[..., subprocess.CompletedProcess]
+SPEC = "pipelines/federated-smart-home.yaml"
+SMALL = [
+    "--set", "data.source.households=4",
+    "--set", "data.source.days=3",
+    "--set", "data.stride=15",
+    "--set", "federated.rounds=2",
+    "--set", "federated.clients_per_round=4",
+    "--set", "federated.min_clients=2",
+    "--set", "monitor.evaluate_every_seconds=1",
+]  # fmt: skip
+ATTACKS = (
+    "federated.attacks={seed: 1, clients: {kind: boosting, fraction: 0.25}, "
+    "in_transit: [{kind: bit_flip, probability: 0.3}, {kind: replay, probability: 0.3}]}"
+)
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_keys_then_a_clean_run_and_an_attacked_run(run_engage: Engage, tmp_path: Path) -> None:
+    keys = run_engage("fl", "keys", SPEC, "--set", "data.source.households=4")
+    assert keys.returncode == 0, keys.stdout + keys.stderr
+    key_files = sorted((tmp_path / ".engage" / "fl" / "keys").glob("*.hmac"))
+    assert len(key_files) == 4
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in key_files)
+
+    clean = run_engage("run", SPEC, *SMALL, timeout=600)
+    attacked = run_engage("run", SPEC, *SMALL, "--set", ATTACKS, timeout=600)
+
+    for result in (clean, attacked):
+        out = _flat(result.stdout + result.stderr)
+        assert result.returncode == 0, out
+        assert "Traceback" not in out
+        assert "per-client verdicts" in out
+        assert "round 2/2" in out
+        assert "test_accuracy" in out
+    clean_out, attacked_out = _flat(clean.stdout), _flat(attacked.stdout)
+    assert "boosting" not in clean_out
+    assert re.search(r"h0\d boosting .* (flagged|quarantined)", attacked_out), attacked_out
+    assert "rejected (" in attacked_out  # in-transit tampering, rejected with reasons
+    with sqlite3.connect(tmp_path / ".engage" / "mlflow.db") as db:
+        rounds = db.execute("SELECT COUNT(*) FROM runs WHERE name LIKE 'round-%'").fetchone()[0]
+        keys_logged = {r[0] for r in db.execute("SELECT DISTINCT key FROM metrics")}
+    assert rounds == 4  # a child run per round, two runs
+    assert {"fl_round", "fl_rejected_updates", "val_accuracy", "test_accuracy"} <= keys_logged
+    assert any(k.startswith("fl_client_score.h0") for k in keys_logged)
