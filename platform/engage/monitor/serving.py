@@ -3,7 +3,7 @@
 The serving app reports every request through the one report path (``Reporter``); this
 sink turns the events into the families below. Labels: ``job`` (the Serve app), ``run_id``
 (the deployment's monitoring run), ``replica``, and per family ``route``, ``status``,
-``version``, ``class``.
+``version``, ``class``, ``detector``, ``feature``, ``outcome``.
 """
 
 from __future__ import annotations
@@ -74,7 +74,37 @@ class ServingMetrics:
             (*REPLICA, "version"),
             registry=r,
         )
+        self._drift_families(r)
         self._lock = threading.Lock()
+
+    def _drift_families(self, r: CollectorRegistry) -> None:
+        """Live drift checks (engage.serve.drift_watch): one series per detector and feature."""
+        by_feature = (*REPLICA, "version", "detector", "feature")
+        self.drift_statistic = Gauge(
+            "engage_drift_statistic",
+            "Latest drift statistic per detector and input feature (compare with the threshold).",
+            by_feature,
+            registry=r,
+        )
+        self.drift_threshold = Gauge(
+            "engage_drift_threshold",
+            "The value engage_drift_statistic is compared with, per detector and feature.",
+            by_feature,
+            registry=r,
+        )
+        self.drift_detected = Gauge(
+            "engage_drift_detected",
+            "1 when a detector's latest check found drift, 0 when not, NaN when it failed "
+            "(no verdict is never 'no drift').",
+            (*REPLICA, "version", "detector"),
+            registry=r,
+        )
+        self.drift_checks = Counter(
+            "engage_drift_checks_total",
+            "Drift checks of sampled requests, by detector and outcome (ok, drift, error).",
+            (*REPLICA, "version", "detector", "outcome"),
+            registry=r,
+        )
 
     def observe(self, events: Sequence[Event]) -> None:
         with self._lock:
@@ -101,3 +131,16 @@ class ServingMetrics:
             self.samples_dropped.labels(**labels).inc(e.value)
         elif e.name == "traffic_share":
             self.model_version.labels(**labels, version=extra.get("version", "")).set(e.value)
+        elif e.name.startswith("drift_"):
+            self._drift(e.name, e.value, {**labels, "version": extra.get("version", "")}, extra)
+
+    def _drift(self, name: str, value: float, labels: dict, extra) -> None:
+        detector = extra.get("detector", "")
+        if name in ("drift_statistic", "drift_threshold"):
+            family = self.drift_statistic if name == "drift_statistic" else self.drift_threshold
+            family.labels(**labels, detector=detector, feature=extra.get("feature", "")).set(value)
+        elif name == "drift_detected":
+            self.drift_detected.labels(**labels, detector=detector).set(value)
+        elif name == "drift_checks":
+            outcome = extra.get("outcome", "")
+            self.drift_checks.labels(**labels, detector=detector, outcome=outcome).inc(value)

@@ -106,7 +106,7 @@ def deploy(options: DeployOptions) -> DeployResult:
     run_local, run_id = _monitoring_run(home, uri, app, primary, state)
     routes = _start_versions(app, spec, home, primary, canary)
     generation = _set_routes(app, routes)
-    settings = _ingress_settings(app, spec, digest, home, run_local, run_id)
+    settings = _ingress_settings(app, spec, digest, home, run_local, run_id, uri)
     _ensure_ingress(app, spec, settings, state)
     _wait_for_acks(app, generation)
     kept = {r.model_app for r in routes}
@@ -226,14 +226,14 @@ def _set_routes(app: str, routes: list) -> int:
     return ray.get(table_actor(app, create=True).set.remote(tuple(routes)))
 
 
-def _ingress_settings(app, spec: DeploySpec, digest, home: Path, run_local, run_id):
+def _ingress_settings(app, spec: DeploySpec, digest, home: Path, run_local, run_id, uri=None):
     from engage.serve.app import IngressSettings
     from engage.serve.hooks import HookSettings
 
     hooks = HookSettings(
         app, str(home), run_local, run_id or run_local or "none",
         spec.sampling.rate, spec.sampling.queue_size, tuple(spec.sampling.consumers),
-        spec.metrics_every_seconds,
+        spec.metrics_every_seconds, uri, spec.drift,
     )  # fmt: skip
     return IngressSettings(app, spec.max_body_bytes, spec.nan_policy, digest, hooks)
 

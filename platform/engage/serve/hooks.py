@@ -3,7 +3,9 @@
 Every answered request becomes events on a :class:`Reporter` whose sinks are the replica's
 Prometheus endpoint (``engage.monitor.serving``, advertised through file discovery) and an
 aggregator that logs a few summary metrics per interval to the deployment's monitoring run
-through the tracking spool. Sampled inputs and predictions go to the :class:`Sampler`.
+through the tracking spool. Sampled inputs and predictions go to the :class:`Sampler`,
+whose consumers include the :class:`~engage.serve.drift_watch.DriftWatcher` (live drift
+checks, reported through the same path; the aggregator logs their latest values too).
 All of it runs after the response is sent (a background task), never before it.
 """
 
@@ -21,6 +23,7 @@ import numpy as np
 
 from engage.runtime.reporting import Event, FanOut, Reporter
 from engage.serve.sampling import Sample, Sampler, make_consumers
+from engage.spec.models import DriftWatchSpec
 
 _log = logging.getLogger(__name__)
 _RESERVOIR = 2048  # latencies kept per interval for the logged percentiles
@@ -36,6 +39,8 @@ class HookSettings:
     sample_queue: int
     consumers: tuple[str, ...]
     metrics_every_seconds: float
+    tracking_uri: str | None = None  # where the served versions' drift references are
+    drift: DriftWatchSpec | None = None  # None or disabled: no live drift checks
 
 
 class _Aggregate:
@@ -53,6 +58,7 @@ class _Aggregate:
 
     def _reset(self) -> None:
         self._count, self._errors, self._latency, self._classes = 0, 0, [], Counter()
+        self._drift: dict[str, float] = {}
 
     def emit(self, events: Sequence[Event]) -> None:
         with self._lock:
@@ -64,6 +70,33 @@ class _Aggregate:
                         self._latency.append(e.value)
                 elif e.name == "predictions":
                     self._classes[e.labels.get("class", "")] += e.value or 0
+                elif e.name.startswith("drift_") and e.kind == "metric":
+                    self._drift_metric(e)
+        for e in events:
+            if e.kind == "lifecycle" and e.name == "alert":
+                self._alert_tag(e)
+
+    def _drift_metric(self, e: Event) -> None:
+        """Latest drift values (NaN, a failed check, is counted instead: MLflow charts)."""
+        lab = e.labels
+        if e.name == "drift_checks":
+            key = f"drift_checks_{lab.get('outcome', '')}"
+            self._drift[key] = self._drift.get(key, 0.0) + (e.value or 0.0)
+            return
+        parts = [lab.get("detector", "")]
+        if e.name != "drift_detected":
+            parts.append(lab.get("feature", ""))
+        if e.value is not None and np.isfinite(e.value):
+            self._drift["_".join([e.name, *parts])] = e.value
+
+    def _alert_tag(self, e: Event) -> None:
+        """An alert becomes a tag of the monitoring run at once (rare, worth seeing now)."""
+        data = e.data
+        value = f"{data.get('state', '')}: {data.get('summary', '')}"[:4900]
+        try:
+            self._run.set_tags({f"engage.alert.{data.get('rule', 'unknown')}": value})
+        except Exception as exc:
+            _log.warning("cannot spool the alert tag: %s", exc)
 
     def _loop(self) -> None:
         while not self._stop.wait(self._every):
@@ -71,21 +104,24 @@ class _Aggregate:
 
     def flush(self) -> None:
         with self._lock:
-            count, errors, latency, classes = (
+            count, errors, latency, classes, drift = (
                 self._count,
                 self._errors,
                 self._latency,
                 self._classes,
+                self._drift,
             )
             self._reset()
-        if not count:
+        if not count and not drift:
             return
         step = int(time.time())
-        values = {"serve_requests": count, "serve_error_ratio": errors / count}
-        values["serve_request_p50_seconds"] = float(np.percentile(latency, 50))
-        values["serve_request_p99_seconds"] = float(np.percentile(latency, 99))
-        total = sum(classes.values()) or 1
-        values |= {f"serve_class_share_{c}": n / total for c, n in classes.items()}
+        values: dict[str, float] = dict(drift)
+        if count:
+            values |= {"serve_requests": count, "serve_error_ratio": errors / count}
+            values["serve_request_p50_seconds"] = float(np.percentile(latency, 50))
+            values["serve_request_p99_seconds"] = float(np.percentile(latency, 99))
+            total = sum(classes.values()) or 1
+            values |= {f"serve_class_share_{c}": n / total for c, n in classes.items()}
         events = [Event("metric", k, float(v), step) for k, v in values.items()]
         try:
             self._run.log_metric_events(events)
@@ -131,9 +167,23 @@ class ServingHooks:
             FanOut(_Observe(s) for s in sinks), max_batch=10_000, max_age_s=3600
         )
         folder = home / "serve" / settings.app
-        self.sampler = Sampler(
-            make_consumers(settings.consumers, folder), settings.sample_rate, settings.sample_queue
-        ).start()
+        consumers = make_consumers(settings.consumers, folder)
+        self.drift_watcher = self._watcher(settings)
+        if self.drift_watcher is not None:
+            consumers.append(self.drift_watcher)
+        self.sampler = Sampler(consumers, settings.sample_rate, settings.sample_queue).start()
+
+    def _watcher(self, settings: HookSettings):
+        """The live drift checks, when enabled (a broken store must not stop serving)."""
+        if settings.drift is None or not settings.drift.enabled or settings.sample_rate <= 0:
+            return None
+        from engage.serve.drift_watch import DriftWatcher
+
+        try:
+            return DriftWatcher.for_replica(settings, self.reporter)
+        except Exception as exc:
+            _log.warning("live drift checks are off: %s", exc)
+            return None
 
     def _open_run(self, home: Path, settings: HookSettings, sinks: list) -> None:
         from engage.tracking import Drainer, PipelineRun, Spool

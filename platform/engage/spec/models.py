@@ -272,6 +272,45 @@ class SamplingSpec(StrictModel):
     )
 
 
+class DriftWatchSpec(StrictModel):
+    """Live drift detection: sampled windows of each served version checked against its
+    training reference (detectors fitted once per version), alerts on a change."""
+
+    enabled: bool = Field(
+        True, description="check sampled requests for drift (needs deploy.sampling.rate > 0)"
+    )
+    detectors: list[Name] = Field(
+        default_factory=lambda: ["cusum", "quality"],
+        min_length=1,
+        description="registered drift detectors (`engage drift check --help` lists them)",
+    )
+    check_every: int = Field(
+        50, ge=1, le=1_000_000, description="sampled windows per check of a served version"
+    )
+    ert: float = Field(
+        10_000.0,
+        gt=1.0,
+        le=1e12,
+        description="expected sampled windows between false alarms, for detectors with an ERT",
+    )
+    min_samples: int = Field(
+        50, ge=1, le=1_000_000, description="sampled windows of a version before its first check"
+    )
+
+    @field_validator("detectors")
+    @classmethod
+    def _known_detectors(cls, v: list[str]) -> list[str]:
+        from engage.monitor.drift import detector_names
+
+        valid = detector_names()
+        unknown = [d for d in v if d not in valid]
+        if unknown:
+            raise ValueError(f"unknown drift detector(s) {unknown}; registered: {valid}")
+        if len(set(v)) != len(v):
+            raise ValueError(f"detectors must not repeat, got {v}")
+        return v
+
+
 class DeploySpec(StrictModel):
     """`engage deploy`: how a registered model is served over HTTP with Ray Serve."""
 
@@ -322,6 +361,10 @@ class DeploySpec(StrictModel):
     )
     metrics_every_seconds: float = Field(
         30.0, gt=0.0, le=86_400.0, description="how often replicas log aggregates to MLflow"
+    )
+    drift: DriftWatchSpec = Field(
+        default_factory=DriftWatchSpec,
+        description="live drift detection on the sampled requests, with alerts",
     )
 
 

@@ -1,0 +1,302 @@
+"""Live drift detection on a serving replica: sampled windows -> detectors -> policy -> events.
+
+A :class:`DriftWatcher` is one of the sampler's consumers, so it runs on the sampler's
+thread, never on a request. On the first sample of a ``(model, version)`` it loads that
+version's training reference (the run's ``reference/`` artifacts, through an explicit
+``MlflowClient``) and fits the configured detectors once; every ``check_every`` sampled
+windows it checks them (each window's last row, as the reference holds rows), lets a
+:class:`~engage.monitor.drift.DriftPolicy` decide, and reports through the replica's
+:class:`~engage.runtime.reporting.Reporter`: per detector and feature gauge events
+(Prometheus, the MLflow monitoring run) and, on a change of state, an ``alert`` lifecycle
+event (``EngageDriftDetected`` or ``EngageDriftCheckFailed``), which it also records in the
+event store. A failed detector or a NaN p-value is a failed check, never "no drift": the
+drift state is left as it was and ``EngageDriftCheckFailed`` fires.
+
+Resolution has hysteresis: online detectors restart after an alarm, so one clean check in
+the middle of a drift is expected; the alert resolves after ``CLEAR_AFTER_CHECKS`` clean
+checks in a row.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engage.monitor.drift import DriftDecision, DriftPolicy, DriftResult, Reference, make_detector
+from engage.runtime.reporting import Event, Reporter
+from engage.serve.sampling import Sample, SampleConsumer
+from engage.spec.models import DriftWatchSpec
+
+_log = logging.getLogger(__name__)
+
+DRIFT_RULE = "EngageDriftDetected"
+FAILED_RULE = "EngageDriftCheckFailed"
+CLEAR_AFTER_CHECKS = 3
+
+# (model, version) -> the version's reference, or None when its run logged none.
+ReferenceLoader = Callable[[str, str], Reference | None]
+
+
+def mlflow_reference_loader(tracking_uri: str) -> ReferenceLoader:
+    """Loads a registered version's ``reference/`` artifacts with an explicit client."""
+
+    def load(model: str, version: str) -> Reference | None:
+        import os
+
+        from engage.monitor.drift.reference import ARTIFACT_PATH, JSON
+        from engage.tracking.store import open_client
+
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        client = open_client(tracking_uri)
+        run_id = client.get_model_version(model, version).run_id
+        if not run_id:
+            return None
+        names = {Path(a.path).name for a in client.list_artifacts(run_id, ARTIFACT_PATH)}
+        if JSON not in names:
+            return None
+        dst = tempfile.mkdtemp(prefix="engage-reference-")
+        return Reference.load(Path(client.download_artifacts(run_id, ARTIFACT_PATH, dst)))
+
+    return load
+
+
+@dataclass
+class _Version:
+    """What the watcher knows about one served version."""
+
+    model: str
+    version: str
+    reference: Reference | None = None
+    detectors: list[Any] | None = None
+    fit_error: str | None = None
+    unavailable: bool = False  # the version has no reference: nothing to check against
+    seen: int = 0
+    pending: list[np.ndarray] = field(default_factory=list)
+    drifting: bool = False
+    failed: bool = False
+    clean: int = 0
+    features: tuple[str, ...] = ()
+
+
+class DriftWatcher(SampleConsumer):
+    """Checks sampled windows for drift per served version; reports gauges and alerts.
+
+    Parameters
+    ----------
+    spec : DriftWatchSpec
+        Detectors, check cadence, ERT and warm-up.
+    reporter : Reporter
+        The replica's report path (Prometheus gauges, the MLflow monitoring run).
+    load : callable
+        ``(model, version) -> Reference | None``; see :func:`mlflow_reference_loader`.
+    store : StoreSink or None
+        Where alert events are recorded (the event store); None: not recorded.
+    app : str
+        The Serve app, named in alert summaries.
+    policy : DriftPolicy or None
+        Results to decisions; default ``DriftPolicy()``.
+    """
+
+    def __init__(
+        self,
+        spec: DriftWatchSpec,
+        reporter: Reporter,
+        load: ReferenceLoader,
+        store: Any = None,
+        app: str = "",
+        policy: DriftPolicy | None = None,
+    ) -> None:
+        self.spec = spec
+        self._reporter = reporter
+        self._load = load
+        self._store = store
+        self._app = app
+        self._policy = policy or DriftPolicy()
+        self.versions: dict[tuple[str, str], _Version] = {}
+        self.checks = 0
+
+    @classmethod
+    def for_replica(cls, settings: Any, reporter: Reporter) -> DriftWatcher:
+        """The watcher of a serving replica (``settings``: its HookSettings)."""
+        from engage.monitor.store import EventStore
+        from engage.monitor.store_sink import StoreSink
+        from engage.tracking.store import resolve_tracking_uri
+
+        home = Path(settings.home)
+        uri = settings.tracking_uri or resolve_tracking_uri(None, None, home)
+        store = StoreSink(EventStore.open(home), f"serve-{settings.app}", settings.run_id)
+        return cls(settings.drift, reporter, mlflow_reference_loader(uri), store, settings.app)
+
+    # -- the consumer ------------------------------------------------------------------------
+    def consume(self, samples: Sequence[Sample]) -> None:
+        for s in samples:
+            state = self._version(s.model, s.version)
+            if state.unavailable:
+                continue
+            state.seen += 1
+            state.pending.append(np.asarray(s.inputs, dtype=np.float64))
+            if len(state.pending) >= self.spec.check_every and state.seen >= self.spec.min_samples:
+                windows, state.pending = state.pending, []
+                self.check(state, np.stack(windows))
+
+    def _version(self, model: str, version: str) -> _Version:
+        key = (model, version)
+        state = self.versions.get(key)
+        if state is None:
+            state = self.versions[key] = _Version(model, version)
+            self._fit(state)
+        return state
+
+    def _fit(self, state: _Version) -> None:
+        """Load the reference and fit every detector once; a failure is kept, not raised."""
+        try:
+            if state.reference is None:
+                state.reference = self._load(state.model, state.version)
+            if state.reference is None:
+                state.unavailable = True
+                self._unavailable(state)
+                return
+            state.detectors = [
+                self._make(name).fit(state.reference) for name in self.spec.detectors
+            ]
+            state.fit_error = None
+        except Exception as exc:
+            state.detectors = None
+            state.fit_error = f"{type(exc).__name__}: {exc}"
+            _log.warning("drift detectors of %s/%s: %s", state.model, state.version, exc)
+
+    def _make(self, name: str):
+        import inspect
+
+        probe = make_detector(name)
+        if "ert" in inspect.signature(type(probe).__init__).parameters:
+            return make_detector(name, ert=self.spec.ert)
+        return probe
+
+    # -- one check ---------------------------------------------------------------------------
+    def check(self, state: _Version, windows: np.ndarray) -> DriftDecision:
+        """Check ``windows`` ``(n, window, F)`` of one version; report and return the decision."""
+        if state.detectors is None:
+            self._fit(state)  # e.g. MLflow was unreachable at the first sample: try again
+        if state.detectors is None:
+            why = f"detectors not fitted: {state.fit_error}"
+            results = [DriftResult.failed(name, why, len(windows)) for name in self.spec.detectors]
+        else:
+            results = [d.check(windows) for d in state.detectors]
+        n_features = len(state.reference.features) if state.reference is not None else 0
+        decision = self._policy.decide(results, n_features)
+        self.checks += 1
+        self._gauges(state, results)
+        self._transition(state, decision, results)
+        return decision
+
+    def _gauges(self, state: _Version, results: Sequence[DriftResult]) -> None:
+        base = {"model": state.model, "version": state.version}
+        for r in results:
+            labels = {**base, "detector": r.detector}
+            if r.error is not None:
+                self._metric("drift_detected", math.nan, labels)
+                self._metric("drift_checks", 1.0, {**labels, "outcome": "error"})
+                continue
+            self._metric("drift_detected", 1.0 if r.is_drift else 0.0, labels)
+            outcome = "drift" if r.is_drift else "ok"
+            self._metric("drift_checks", 1.0, {**labels, "outcome": outcome})
+            for f in r.features or (_all_features(r),):
+                threshold = f.threshold if f.threshold is not None else r.threshold
+                self._metric("drift_statistic", f.statistic, {**labels, "feature": f.feature})
+                self._metric("drift_threshold", threshold, {**labels, "feature": f.feature})
+
+    def _metric(self, name: str, value: float, labels: dict[str, str]) -> None:
+        reporter = self._reporter.with_labels(**labels)
+        reporter.metric(name, float(value))
+        reporter.flush()
+
+    def _transition(
+        self, state: _Version, decision: DriftDecision, results: Sequence[DriftResult]
+    ) -> None:
+        if decision.is_error:  # no verdict: the drift state stays as it was
+            if not state.failed:
+                failed = sum(r.error is not None for r in results) or len(results)
+                summary = f"drift check of {self._served(state)} failed: {decision.reason}"
+                self._alert(state, FAILED_RULE, "firing", "warning", summary, (), float(failed))
+            state.failed = True
+            return
+        if state.failed:
+            summary = f"drift checks of {self._served(state)} run again"
+            self._alert(state, FAILED_RULE, "resolved", "warning", summary, (), 0.0)
+            state.failed = False
+        if decision.alert:
+            state.clean = 0
+            new = tuple(sorted(set(state.features) | set(decision.features)))
+            if not state.drifting or new != state.features:
+                state.drifting, state.features = True, new
+                where = f" in {', '.join(new)}" if new else ""
+                summary = f"input drift{where} of {self._served(state)}: {decision.reason}"
+                value = max(r.statistic for r in results if r.is_drift)
+                self._alert(state, DRIFT_RULE, "firing", decision.severity, summary, new, value)
+            return
+        if state.drifting:
+            state.clean += 1
+            if state.clean >= CLEAR_AFTER_CHECKS:
+                summary = f"no input drift of {self._served(state)} for {state.clean} checks"
+                self._alert(state, DRIFT_RULE, "resolved", "warning", summary, state.features, 0.0)
+                state.drifting, state.features, state.clean = False, (), 0
+
+    # -- events ------------------------------------------------------------------------------
+    def _served(self, state: _Version) -> str:
+        app = f" (app {self._app})" if self._app else ""
+        return f"{state.model}/{state.version}{app}"
+
+    def _alert(
+        self,
+        state: _Version,
+        rule: str,
+        status: str,
+        severity: str,
+        summary: str,
+        features: tuple[str, ...],
+        value: float,
+    ) -> None:
+        data = {
+            "rule": rule,
+            "state": status,
+            "severity": severity,
+            "summary": summary,
+            "features": list(features),
+            "value": value if math.isfinite(value) else None,
+            "labels": {"model": state.model, "version": state.version},
+            "since": time.time(),
+        }
+        reporter = self._reporter.with_labels(model=state.model, version=state.version)
+        reporter.lifecycle("alert", **data)
+        reporter.flush()
+        self._record(Event("lifecycle", "alert", data=data))
+        log = _log.warning if status == "firing" else _log.info
+        log("%s %s: %s", rule, status, summary)
+
+    def _unavailable(self, state: _Version) -> None:
+        message = (
+            f"no drift reference for {state.model}/{state.version}: its run logged none "
+            "(train it with `engage run` to monitor it for drift)"
+        )
+        _log.warning(message)
+        self._record(Event("lifecycle", "drift_unavailable", data={"message": message}))
+
+    def _record(self, event: Event) -> None:
+        if self._store is not None:
+            self._store.emit([event])
+
+
+def _all_features(r: DriftResult):
+    """A multivariate result as one pseudo-feature ``all``."""
+    from engage.monitor.drift import FeatureDrift
+
+    return FeatureDrift("all", r.statistic, r.p_value, r.threshold, r.is_drift)
