@@ -49,6 +49,7 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/quickstart_walltime.py
 	$(BIN)/python benchmarks/monitor_overhead.py
+	$(BIN)/python benchmarks/serving_latency.py
 	$(BIN)/python benchmarks/drift_detection.py
 	$(BIN)/python benchmarks/federated_defences.py
 
