@@ -74,6 +74,8 @@ ALL_RULES = (
     "EngageFederatedClientFlagged",
     "EngageFederatedClientQuarantined",
     "EngageFederatedGlobalMetricDrop",
+    "EngageDriftDetected",
+    "EngageDriftCheckFailed",
 )
 
 
@@ -242,6 +244,27 @@ SCENARIOS: tuple[Scenario, ...] = (
             Expect(_m(3), "EngageFederatedGlobalMetricDrop"),  # pending
             Expect(_m(4), "EngageFederatedGlobalMetricDrop", ((_run("poisoned"), 0.25),)),
             Expect(_m(6), "EngageFederatedGlobalMetricDrop", ((_run("poisoned"), 0.25),)),
+        ),
+    ),
+    Scenario(
+        "drift: a drifting detector fires and resolves, a clean one does not, a failed one "
+        "fires CheckFailed and never counts as no drift",
+        (
+            _s("engage_drift_detected", "serve-a", [0, 0, 1, 1, 1, 1, 0, 0], detector="cusum"),
+            _s("engage_drift_detected", "serve-a", [0] * 8, detector="quality"),
+            _s("engage_drift_detected", "serve-b", [0] * 8, detector="cusum"),
+            _s("engage_drift_detected", "serve-c", [0, NAN, NAN, NAN, 0, 0, 0, 0], detector="ks"),
+            _s("engage_drift_detected", "serve-c", [0] * 8, detector="quality"),
+        ),
+        (
+            Expect(_m(2), "EngageDriftDetected"),  # pending for 1 min
+            Expect(_m(3), "EngageDriftDetected", ((_run("serve-a"), 1.0),)),
+            Expect(_m(5), "EngageDriftDetected", ((_run("serve-a"), 1.0),)),
+            Expect(_m(6), "EngageDriftDetected"),
+            Expect(_m(1), "EngageDriftCheckFailed"),
+            Expect(_m(2), "EngageDriftCheckFailed", ((_run("serve-c"), 1.0),)),
+            Expect(_m(3), "EngageDriftCheckFailed", ((_run("serve-c"), 1.0),)),
+            Expect(_m(4), "EngageDriftCheckFailed"),
         ),
     ),
 )

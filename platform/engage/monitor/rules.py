@@ -47,6 +47,8 @@ FL_SCORE_FLAG = 1.0  # a client's anomaly score at which its update is flagged
 FL_QUARANTINED = 1.0  # engage_fl_quarantined of a quarantined client
 FL_METRIC_DROP = 0.05  # the global model's val_accuracy this far below its recent best
 FL_METRIC_WINDOW_S = 600.0  # ...over this window
+DRIFT_DETECTED = 1.0  # engage_drift_detected of a detector whose latest check found drift
+DRIFT_FAILED_DETECTORS = 1.0  # detectors without a verdict (NaN) at which checks "failed"
 
 _TRAINING = '(max by (job, run_id) (engage_stage{stage="train"}) == 1)'
 _TEMPLATE_PART = re.compile(r"{{\s*(.*?)\s*}}")
@@ -174,6 +176,17 @@ def _fl_metric_drop(view: SeriesBuffer, now: float) -> Vector:
     best = max_by(over_time(window, max_over_time))
     drops = {k: best[k] - v for k, v in current.items() if k in best}
     return {k: d for k, d in drops.items() if d > FL_METRIC_DROP}
+
+
+def _drift_detected(view: SeriesBuffer, now: float) -> Vector:
+    detected = max_by(view.instant("engage_drift_detected", now))
+    return {k: v for k, v in detected.items() if v == DRIFT_DETECTED}
+
+
+def _drift_check_failed(view: SeriesBuffer, now: float) -> Vector:
+    detected = view.instant("engage_drift_detected", now)
+    failed = count_by({k: v for k, v in detected.items() if math.isnan(v)})
+    return {k: n for k, n in failed.items() if n >= DRIFT_FAILED_DETECTORS}
 
 
 def _duration(seconds: float) -> str:
@@ -367,6 +380,42 @@ RULES: tuple[AlertRule, ...] = (
         check=_fl_metric_drop,
         series=("engage_fl_global_metric",),
         params={"drop": FL_METRIC_DROP, "window_seconds": FL_METRIC_WINDOW_S},
+    ),
+    AlertRule(
+        name="EngageDriftDetected",
+        severity="warning",
+        summary="Served inputs drift from the training data in " + _RUN,
+        description=(
+            "A drift detector's latest check of the sampled requests found the inputs "
+            "changed from the served version's training reference. "
+            "engage_drift_statistic over engage_drift_threshold by feature shows which "
+            "inputs moved (the alert in `engage monitor alerts` names them). Check the "
+            "sensors and the upstream data; retrain on recent data if the change is real."
+        ),
+        expr=f"max by (job, run_id) (engage_drift_detected) == {DRIFT_DETECTED:g}",
+        for_seconds=60.0,
+        check=_drift_detected,
+        series=("engage_drift_detected",),
+        params={"detected": DRIFT_DETECTED},
+    ),
+    AlertRule(
+        name="EngageDriftCheckFailed",
+        severity="warning",
+        summary=('{{ $value | printf "%.0f" }} drift detector(s) without a verdict in ' + _RUN),
+        description=(
+            "A drift detector's latest check raised an error or gave a NaN p-value, so "
+            "nothing is known about drift (this is never read as no drift). Read the "
+            "replica's log for the detector error; a missing or unreadable reference, "
+            "non-finite inputs or an unreachable MLflow are the usual causes."
+        ),
+        expr=(
+            "count by (job, run_id) (engage_drift_detected != engage_drift_detected)"
+            f" >= {DRIFT_FAILED_DETECTORS:g}"
+        ),
+        for_seconds=60.0,
+        check=_drift_check_failed,
+        series=("engage_drift_detected",),
+        params={"detectors": DRIFT_FAILED_DETECTORS},
     ),
 )
 _BY_NAME = {rule.name: rule for rule in RULES}
