@@ -222,6 +222,9 @@ def _run(
     if loaded.spec.deploy.after_training and registration is not None:
         with timer.stage("deploy", f"serving {registration.name} version {registration.version}"):
             deployment = _stages.deploy(loaded, data, registration, options)
+        reporter.metric("stage_deploy_seconds", timer.seconds["deploy"])
+        reporter.flush()
+        drainer.flush(run.local_id, timeout_s=min(5.0, options.drain_timeout_s))
     return PipelineResult(
         ids.run_id or ids.local_id,
         ids.local_id,
