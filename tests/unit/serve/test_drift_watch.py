@@ -1,0 +1,251 @@
+"""DriftWatcher without Ray: scenario streams as served samples, a real metrics sink and store."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import sliding_window_view
+from prometheus_client import CollectorRegistry
+
+from engage.monitor.drift import DriftResult, FeatureDrift
+from engage.monitor.drift.scenarios import FEATURES, make_stream, population
+from engage.monitor.serving import ServingMetrics
+from engage.monitor.store import EventStore
+from engage.monitor.store_sink import StoreSink
+from engage.runtime.reporting import FanOut, Reporter
+from engage.serve.drift_watch import DRIFT_RULE, FAILED_RULE, DriftWatcher
+from engage.serve.sampling import Sample
+from engage.spec.models import DriftWatchSpec
+
+MODEL = "occupancy"
+WINDOW = 10
+SPEC = DriftWatchSpec(check_every=50, min_samples=50, ert=100_000.0)
+
+
+class _Recorder:
+    """An event sink that keeps everything (and feeds the real Prometheus families)."""
+
+    def __init__(self, metrics: ServingMetrics) -> None:
+        self.events: list = []
+        self.metrics = metrics
+
+    def emit(self, events) -> None:
+        self.events.extend(events)
+        self.metrics.observe(events)
+
+    def alerts(self) -> list[dict]:
+        return [dict(e.data) for e in self.events if e.kind == "lifecycle" and e.name == "alert"]
+
+
+@pytest.fixture
+def watched(tmp_path):
+    registry = CollectorRegistry()
+    recorder = _Recorder(ServingMetrics(registry, "app", "run1", "r0"))
+    store = EventStore.open(tmp_path)
+    loads: list[tuple[str, str]] = []
+
+    def load(model: str, version: str):
+        loads.append((model, version))
+        return population().reference
+
+    def make(spec: DriftWatchSpec = SPEC) -> DriftWatcher:
+        sink = StoreSink(store, "serve-app", "run1")
+        return DriftWatcher(spec, Reporter(FanOut([recorder])), load, sink, "app")
+
+    return make, recorder, registry, store, loads
+
+
+def _samples(x: np.ndarray, version: str = "1") -> list[Sample]:
+    """Served windows whose last rows are ``x`` (a stream, in arrival order)."""
+    padded = np.concatenate([np.repeat(x[:1], WINDOW - 1, axis=0), x])
+    windows = sliding_window_view(padded, WINDOW, axis=0).transpose(0, 2, 1)
+    return [
+        Sample(f"r{i}", w.astype(np.float32), [0.1, 0.9], "home", MODEL, version, float(i))
+        for i, w in enumerate(windows)
+    ]
+
+
+def _feed(watcher: DriftWatcher, samples: list[Sample], batch: int = 64) -> None:
+    for i in range(0, len(samples), batch):  # as the sampler hands them over
+        watcher.consume(samples[i : i + batch])
+
+
+def _gauge(registry: CollectorRegistry, detector: str, version: str = "1") -> float | None:
+    labels = {"job": "app", "run_id": "run1", "replica": "r0", "version": version}
+    return registry.get_sample_value("engage_drift_detected", {**labels, "detector": detector})
+
+
+def test_in_distribution_traffic_raises_no_alert_over_many_checks(watched):
+    make, recorder, registry, store, loads = watched
+    watcher = make()
+
+    _feed(watcher, _samples(make_stream("no_drift", seed=3, n=2500).x))
+
+    assert watcher.checks == 50
+    assert recorder.alerts() == []
+    assert store.open_alerts() == []
+    assert _gauge(registry, "cusum") == 0.0
+    assert loads == [(MODEL, "1")]  # reference loaded and detectors fitted once
+
+
+def test_shifted_traffic_fires_an_alert_naming_the_shifted_features(watched):
+    make, recorder, registry, store, _ = watched
+    watcher = make()
+    stream = make_stream("seasonal", seed=4, n=1500, change_at=500)
+
+    _feed(watcher, _samples(stream.x))
+
+    fired = [a for a in recorder.alerts() if a["rule"] == DRIFT_RULE and a["state"] == "firing"]
+    assert fired, "no drift alert"
+    assert {"temperature", "humidity"} <= set(fired[-1]["features"])
+    assert set(fired[0]["features"]) <= {"temperature", "humidity"}
+    assert "temperature" in fired[0]["summary"]
+    assert _gauge(registry, "cusum") == 1.0
+    (open_alert,) = store.open_alerts()
+    assert (open_alert.rule, open_alert.job, open_alert.run_id) == (DRIFT_RULE, "serve-app", "run1")
+    assert open_alert.labels == {"model": MODEL, "version": "1"}
+    assert "temperature" in open_alert.summary
+    statistic = registry.get_sample_value(
+        "engage_drift_statistic",
+        {"job": "app", "run_id": "run1", "replica": "r0", "version": "1"}
+        | {"detector": "cusum", "feature": "temperature"},
+    )
+    assert statistic is not None
+    assert statistic >= 1.0
+
+
+def test_no_alert_before_the_change_point(watched):
+    make, recorder, *_ = watched
+    watcher = make()
+    stream = make_stream("sudden", seed=5, n=1500, change_at=1000)
+
+    _feed(watcher, _samples(stream.x[:1000]))
+    before = recorder.alerts()
+    _feed(watcher, _samples(stream.x[1000:]))
+
+    assert before == []
+    assert recorder.alerts()[0]["features"] == ["temperature"]
+
+
+def test_drift_resolves_after_clean_checks(watched):
+    make, recorder, _, store, _ = watched
+    watcher = make()
+    pop = population()
+    shifted = make_stream("no_drift", seed=6, n=200).x.copy()
+    shifted[:, FEATURES.index("co2")] += 3 * pop.reference.std[FEATURES.index("co2")]
+
+    _feed(watcher, _samples(shifted))
+    _feed(watcher, _samples(make_stream("no_drift", seed=7, n=500).x))
+
+    states = [a["state"] for a in recorder.alerts() if a["rule"] == DRIFT_RULE]
+    assert states == ["firing", "resolved"]
+    assert store.open_alerts() == []
+
+
+def test_a_nan_input_is_a_failed_check_never_no_drift(watched):
+    make, recorder, registry, store, _ = watched
+    watcher = make(DriftWatchSpec(detectors=["cusum"], check_every=50, min_samples=50))
+    x = make_stream("no_drift", seed=8, n=100).x.copy()
+    x[60, 0] = np.nan
+
+    _feed(watcher, _samples(x))
+
+    alerts = recorder.alerts()
+    assert [(a["rule"], a["state"]) for a in alerts] == [(FAILED_RULE, "firing")]
+    assert "non-finite" in alerts[0]["summary"]
+    assert math.isnan(_gauge(registry, "cusum"))  # no verdict: not 0
+    assert [a.rule for a in store.open_alerts()] == [FAILED_RULE]
+    checks = {"job": "app", "run_id": "run1", "replica": "r0", "version": "1", "detector": "cusum"}
+    assert registry.get_sample_value("engage_drift_checks_total", checks | {"outcome": "ok"}) == 1
+    assert (
+        registry.get_sample_value("engage_drift_checks_total", checks | {"outcome": "error"}) == 1
+    )
+
+
+def test_a_nan_p_value_during_drift_keeps_the_drift_alert_open(watched, monkeypatch):
+    make, recorder, _, store, _ = watched
+    watcher = make(DriftWatchSpec(detectors=["cusum"], check_every=50, min_samples=50))
+    stream = make_stream("sudden", seed=9, n=300, change_at=0)
+    _feed(watcher, _samples(stream.x[:100]))
+    detector = watcher.versions[(MODEL, "1")].detectors[0]
+
+    def nan_check(rows):  # what alibi-detect #221 returns: a NaN p-value, no exception
+        nan = FeatureDrift("temperature", math.nan, math.nan, 1.0, False)
+        return replace(DriftResult("cusum", math.nan, 1.0, math.nan), features=(nan,))
+
+    monkeypatch.setattr(detector, "_check", nan_check)
+    _feed(watcher, _samples(stream.x[100:300]))
+
+    transitions = [(a["rule"], a["state"]) for a in recorder.alerts()]
+    assert transitions == [(DRIFT_RULE, "firing"), (FAILED_RULE, "firing")]
+    assert sorted(a.rule for a in store.open_alerts()) == sorted([DRIFT_RULE, FAILED_RULE])
+
+
+def test_a_reference_that_does_not_fit_the_inputs_fails_the_checks(watched):
+    make, recorder, *_ = watched
+    watcher = make()
+    x = make_stream("no_drift", seed=10, n=60).x[:, :3]  # 3 of the reference's 4 features
+
+    _feed(watcher, _samples(x))
+
+    (alert,) = recorder.alerts()
+    assert (alert["rule"], alert["state"]) == (FAILED_RULE, "firing")
+    assert "features" in alert["summary"]
+
+
+def test_a_version_without_reference_is_skipped_with_one_event(tmp_path):
+    store = EventStore.open(tmp_path)
+    recorder = _Recorder(ServingMetrics(CollectorRegistry(), "app", "run1", "r0"))
+    sink = StoreSink(store, "serve-app", "run1")
+    watcher = DriftWatcher(SPEC, Reporter(FanOut([recorder])), lambda m, v: None, sink)
+
+    _feed(watcher, _samples(make_stream("no_drift", seed=11, n=200).x))
+
+    assert watcher.checks == 0
+    assert recorder.alerts() == []
+    (event,) = [e for e in store.events() if e.name == "drift_unavailable"]
+    assert "no drift reference" in event.message
+
+
+def test_each_version_gets_its_own_fitted_detectors(watched):
+    make, _, _, _, loads = watched
+    watcher = make()
+    x = make_stream("no_drift", seed=12, n=120).x
+
+    _feed(watcher, _samples(x, "1") + _samples(x, "2") + _samples(x, "1"))
+
+    assert loads == [(MODEL, "1"), (MODEL, "2")]
+    assert watcher.versions[(MODEL, "1")].detectors is not watcher.versions[(MODEL, "2")].detectors
+
+
+def test_the_monitoring_run_gets_drift_metrics_and_an_alert_tag(watched):
+    from engage.serve.hooks import _Aggregate
+
+    class _Run:
+        def __init__(self) -> None:
+            self.metrics: dict[str, float] = {}
+            self.tags: dict[str, str] = {}
+
+        def log_metric_events(self, events) -> None:
+            self.metrics |= {e.name: e.value for e in events}
+
+        def set_tags(self, tags) -> None:
+            self.tags |= tags
+
+    make, recorder, *_ = watched
+    run = _Run()
+    aggregate = _Aggregate(run, every_s=3600, replica="r0")
+    watcher = make()
+    watcher._reporter = Reporter(FanOut([recorder, aggregate]))
+    stream = make_stream("sudden", seed=13, n=300, change_at=100)
+
+    _feed(watcher, _samples(stream.x))
+    aggregate.stop()
+
+    assert run.metrics["drift_detected_cusum"] == 1.0
+    assert run.metrics["drift_checks_drift"] >= 1
+    assert run.metrics["drift_statistic_cusum_temperature"] >= 1.0
+    assert run.tags[f"engage.alert.{DRIFT_RULE}"].startswith("firing: input drift in temperature")
