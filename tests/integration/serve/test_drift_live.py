@@ -96,20 +96,20 @@ def served(tmp_path_factory) -> Iterator[Served]:
         from engage.serve.cluster import stop_managed
 
         stop_managed(home)
-        _kill_leftovers(home)
+        _kill_leftovers(root)
 
 
-def _kill_leftovers(home: Path) -> None:
+def _kill_leftovers(root: Path) -> None:
     """Ray's agents rename themselves (``ray::DashboardAgent``), so a stop that matches the
-    temp dir in command lines can miss them; these carry this test's ENGAGE_HOME."""
+    temp dir in command lines can miss them; they run in this test's folder (their cwd)."""
     import psutil
 
     mine = []
     for p in psutil.process_iter():
         try:
-            if p.environ().get("ENGAGE_HOME") == str(home) and p.pid != os.getpid():
+            if p.pid != os.getpid() and Path(p.cwd()).is_relative_to(root):
                 mine.append(p)
-        except psutil.Error:
+        except (psutil.Error, OSError):
             continue
     for p in mine:
         with contextlib.suppress(psutil.Error):
