@@ -86,3 +86,9 @@ def test_quickstart_trains_tracks_registers_and_serves(
         body = json.loads(answer.read())
     assert body["model"] == {"name": "smart-home-occupancy", "version": "1"}
     assert len(body["predictions"]) == 1
+    # Drift caught: a shifted batch raises the alert naming the features that moved.
+    moved = re.search(
+        r"alert EngageDriftDetected .* features that moved: (.+)", out.replace("\n", " ")
+    )
+    assert moved is not None, out
+    assert {"temperature", "co2"} & {f.strip() for f in re.split(r"[, ]+", moved.group(1)[:60])}

@@ -144,10 +144,14 @@ def quickstart(
     home: HomeOption = None,
 ) -> None:
     """Run the quickstart pipeline end to end on synthetic smart-home data, then serve it."""
-    from engage.cli.quickstart import print_next_steps, quickstart_spec_path
+    from engage.cli.quickstart import print_next_steps, quickstart_spec_path, show_drift_caught
 
     def body() -> None:
+        from engage import env_vars
+
         result = _run_file(quickstart_spec_path(), set_ or [], address, tracking_uri, home, False)
+        if result.deployment is not None and result.deployment.result.url:
+            show_drift_caught(out, result, env_vars.engage_home(home))
         print_next_steps(out, result)
 
     _guarded(body)

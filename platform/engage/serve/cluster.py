@@ -127,8 +127,12 @@ def stop_managed(home: Path, grace_s: float = 10.0) -> list[int]:
         with contextlib.suppress(psutil.Error):
             p = psutil.Process(pid)
             if any(str(temp) in part for part in p.cmdline()):  # never someone else's pid
-                procs.append(p)
-                p.send_signal(signal.SIGTERM)
+                # Ray renames its agents (ray::DashboardAgent...), so their command lines no
+                # longer name the temp dir: take the head's descendants along with it.
+                procs += [p, *p.children(recursive=True)]
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.send_signal(signal.SIGTERM)
     _, alive = psutil.wait_procs(procs, timeout=grace_s)
     for p in alive:
         with contextlib.suppress(psutil.Error):
