@@ -52,6 +52,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/serving_latency.py
 	$(BIN)/python benchmarks/drift_detection.py
 	$(BIN)/python benchmarks/federated_defences.py
+	$(BIN)/python benchmarks/tracking_overhead.py
 
 ## Regenerate constraints.txt from the current .venv (after changing dependencies).
 constraints: $(STAMP)

@@ -180,3 +180,26 @@ def test_non_finite_metrics_reach_mlflow_as_recorded(store_uri: str, spool_path:
     assert [m.step for m in history] == [1, 2]
     assert math.isnan(history[0].value)
     assert history[1].value == 0.5
+
+
+def test_points_go_in_requests_within_log_batch_limits(store_uri: str, spool_path: Path) -> None:
+    spool = Spool(spool_path)
+    run = spool.create_run(store_uri, "drain-limits", "r", {})
+    spool.append_points(run, [("metric", "m", float(i), i, 1 + i) for i in range(2_500)])
+    spool.append_points(run, [("param", f"p{i}", "v", None, 1) for i in range(250)])
+    spool.append_points(run, [("param", f"big{i}", "x" * 5_000, None, 1) for i in range(200)])
+    requests: list[tuple[int, int, int]] = []
+
+    class Spy(MlflowClient):
+        def log_batch(self, run_id, metrics=(), params=(), tags=(), **kwargs):
+            size = sum(len(p.key) + len(p.value) for p in params)
+            requests.append((len(metrics), len(params), size))
+            return super().log_batch(run_id, metrics=metrics, params=params, tags=tags, **kwargs)
+
+    drainer = _drain(spool_path, client_factory=Spy)
+
+    assert sum(m for m, _, _ in requests) == 2_500
+    assert sum(p for _, p, _ in requests) == 450
+    assert all(m <= 1_000 and p <= 100 and size < 1_000_000 for m, p, size in requests)
+    assert len(MlflowClient(store_uri).get_run(spool.run(run).server_id).data.params) == 450
+    drainer.stop()

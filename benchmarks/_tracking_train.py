@@ -1,0 +1,174 @@
+"""Step time of a small torch training loop without logging (A) and with engage reporting (B)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from engage.runtime.pipeline import _MetricSink
+from engage.runtime.reporting import FanOut, Reporter
+from engage.tracking import Drainer, PipelineRun, Spool
+
+METRICS_PER_STEP = 10
+
+
+class Mlp:
+    """A 64-256-256-1 MLP on one fixed random batch: a few milliseconds per step on one thread."""
+
+    def __init__(self, seed: int = 0, batch: int = 256, width: int = 256) -> None:
+        torch.manual_seed(seed)
+        self.model = torch.nn.Sequential(
+            torch.nn.Linear(64, width),
+            torch.nn.ReLU(),
+            torch.nn.Linear(width, width),
+            torch.nn.ReLU(),
+            torch.nn.Linear(width, 1),
+        )
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+        self.x = torch.randn(batch, 64)
+        self.y = torch.randn(batch, 1)
+        self.ema = 0.0
+
+    def step(self) -> dict[str, float]:
+        """One optimiser step; returns the step's 10 metric values (computed in A and B alike)."""
+        self.opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(self.model(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+        value = loss.item()
+        self.ema = 0.9 * self.ema + 0.1 * value
+        base = {"train_loss": value, "train_loss_ema": self.ema, "lr": 1e-3}
+        return {**base, **{f"train_aux_{k}": value * k for k in range(METRICS_PER_STEP - 3)}}
+
+
+# The drainer out of the training process, at the lowest CPU priority: arm C below.
+_DRAINER_PROCESS = """
+import sys
+from engage.tracking import Drainer
+drainer = Drainer(sys.argv[1]).start()
+sys.stdin.read()  # until the benchmark closes our stdin
+drainer.stop(final_drain_s=120)
+"""
+
+ARMS = {
+    "A": "no logging",
+    "S": "engage report -> spool, no drainer running",
+    "B": "engage report -> spool, drainer thread sending to MLflow (a real job)",
+    "C": "as B, but the drainer in a separate process at nice 19",
+}
+
+
+class _Arm:
+    """What one arm runs around the training loop: a reporter, and a drainer thread or process."""
+
+    def __init__(self, name: str, home: Path, uri: str) -> None:
+        self.name = name
+        self.home, self.uri = home, uri
+        self.spool = Spool(home / f"train-{name}.db") if name != "A" else None
+        self.process: subprocess.Popen | None = None
+        if name == "C":  # one drainer process for all of C's repetitions (start-up is seconds)
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _DRAINER_PROCESS, str(self.spool.path)],
+                stdin=subprocess.PIPE,
+                preexec_fn=lambda: os.nice(19),
+            )
+
+    def begin(self) -> tuple[Reporter | None, Any]:
+        if self.spool is None:
+            return None, None
+        run = PipelineRun.start(
+            self.spool, self.uri, "tracking-bench", f"train-{self.name}", {}, self.home
+        )
+        drainer = Drainer(self.spool.path).start() if self.name == "B" else None
+        if self.name != "S":
+            self._wait_drained(run, drainer)  # the run exists in MLflow before the clock starts
+        return Reporter(FanOut([_MetricSink(run)])), (run, drainer)
+
+    def end(self, reporter: Reporter | None, state: Any) -> None:
+        if reporter is None:
+            return
+        run, drainer = state
+        reporter.flush()
+        run.end("FINISHED")
+        if self.name != "S":  # nothing of this repetition spills into the next one
+            self._wait_drained(run, drainer)
+        if drainer is not None:
+            drainer.stop()
+
+    def _wait_drained(self, run: PipelineRun, drainer: Drainer | None) -> None:
+        if drainer is not None:
+            drainer.flush(run.local_id, timeout_s=120)
+            return
+        deadline = time.monotonic() + 120
+        while any(r.local_id == run.local_id for r in self.spool.unfinished_runs()):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the drainer process did not drain the run")
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.stdin.close()
+            self.process.wait(timeout=180)
+        if self.spool is not None:
+            self.spool.close()
+
+
+def _repetition(mlp: Mlp, steps: int, arm: _Arm) -> list[float]:
+    reporter, state = arm.begin()
+    clock = time.perf_counter
+    times = [0.0] * steps
+    for i in range(steps):
+        t0 = clock()
+        values = mlp.step()
+        if reporter is not None:
+            reporter.metrics(values, step=i)
+        times[i] = clock() - t0
+    arm.end(reporter, state)
+    return times
+
+
+def training_overhead(home: Path, uri: str, steps: int, reps: int) -> dict:
+    """Median and mean step time per arm; the arms' order rotates every repetition."""
+    torch.set_num_threads(1)
+    mlp = Mlp()
+    arms = {name: _Arm(name, home, uri) for name in ARMS}
+    _repetition(mlp, max(steps // 4, 50), arms["A"])  # warm-up
+    times: dict[str, list[float]] = {name: [] for name in ARMS}
+    try:
+        for r in range(reps):
+            order = list(ARMS)[r % 4 :] + list(ARMS)[: r % 4]
+            for name in order:
+                times[name] += _repetition(mlp, steps, arms[name])
+            print(
+                f"training rep {r + 1}/{reps}: "
+                + ", ".join(
+                    f"{n} {statistics.median(t[-steps:]) * 1e3:.3f} ms" for n, t in times.items()
+                )
+                + f" (load {os.getloadavg()[0]:.1f})"
+            )
+    finally:
+        for arm in arms.values():
+            arm.close()
+    base = times["A"]
+    return {
+        "steps": steps,
+        "reps": reps,
+        "arms": {
+            name: {
+                "median_ms": statistics.median(t) * 1e3,
+                "mean_ms": statistics.fmean(t) * 1e3,
+                "p99_ms": sorted(t)[int(0.99 * len(t))] * 1e3,
+                "overhead_median": statistics.median(t) / statistics.median(base) - 1,
+                "overhead_mean": statistics.fmean(t) / statistics.fmean(base) - 1,
+                "extra_us_per_step": (statistics.fmean(t) - statistics.fmean(base)) * 1e6,
+            }
+            for name, t in times.items()
+        },
+    }
