@@ -62,7 +62,7 @@ def run_quickstart() -> tuple[float, dict[str, float]]:
         client = MlflowClient(f"sqlite:///{home}/mlflow.db")
         run = client.search_runs([client.get_experiment_by_name("quickstart").experiment_id])[0]
         stages = {s: run.data.metrics.get(f"stage_{s}_seconds", 0.0) for s in STAGES}
-    stages["cli start-up"] = wall - sum(stages.values())
+    stages["cli start-up, drift demo, exit"] = wall - sum(stages.values())
     return wall, stages
 
 
