@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 
 from engage.runtime.pipeline import _MetricSink
@@ -73,6 +74,9 @@ class _Arm:
         self.home, self.uri = home, uri
         self.spool = Spool(home / f"train-{name}.db") if name != "A" else None
         self.process: subprocess.Popen | None = None
+        self.drainer_cpu_s = 0.0  # CPU the drainer spent on this arm's repetitions
+        self.drainer_cpu_in_steps_s = 0.0  # ... of which while the timed steps ran
+        self._cpu_at_begin = 0.0
         if name == "C":  # one drainer process for all of C's repetitions (start-up is seconds)
             self.process = subprocess.Popen(
                 [sys.executable, "-c", _DRAINER_PROCESS, str(self.spool.path)],
@@ -89,18 +93,29 @@ class _Arm:
         drainer = Drainer(self.spool.path).start() if self.name == "B" else None
         if self.name != "S":
             self._wait_drained(run, drainer)  # the run exists in MLflow before the clock starts
+            self._cpu_at_begin = self._drainer_cpu(drainer)
         return Reporter(FanOut([_MetricSink(run)])), (run, drainer)
 
     def end(self, reporter: Reporter | None, state: Any) -> None:
         if reporter is None:
             return
         run, drainer = state
+        if self.name != "S":
+            self.drainer_cpu_in_steps_s += self._drainer_cpu(drainer) - self._cpu_at_begin
         reporter.flush()
         run.end("FINISHED")
         if self.name != "S":  # nothing of this repetition spills into the next one
             self._wait_drained(run, drainer)
+            self.drainer_cpu_s += self._drainer_cpu(drainer) - self._cpu_at_begin
         if drainer is not None:
             drainer.stop()
+
+    def _drainer_cpu(self, drainer: Drainer | None) -> float:
+        """CPU seconds so far of the drainer: its thread (B) or its process (C)."""
+        if drainer is not None:
+            return time.clock_gettime(time.pthread_getcpuclockid(drainer._thread.ident))
+        times = psutil.Process(self.process.pid).cpu_times()
+        return times.user + times.system
 
     def _wait_drained(self, run: PipelineRun, drainer: Drainer | None) -> None:
         if drainer is not None:
@@ -157,6 +172,7 @@ def training_overhead(home: Path, uri: str, steps: int, reps: int) -> dict:
         for arm in arms.values():
             arm.close()
     base = times["A"]
+    points = reps * steps * METRICS_PER_STEP
     return {
         "steps": steps,
         "reps": reps,
@@ -168,6 +184,8 @@ def training_overhead(home: Path, uri: str, steps: int, reps: int) -> dict:
                 "overhead_median": statistics.median(t) / statistics.median(base) - 1,
                 "overhead_mean": statistics.fmean(t) / statistics.fmean(base) - 1,
                 "extra_us_per_step": (statistics.fmean(t) - statistics.fmean(base)) * 1e6,
+                "drainer_cpu_us_per_point": arms[name].drainer_cpu_s / points * 1e6,
+                "drainer_cpu_us_per_step": arms[name].drainer_cpu_in_steps_s / (reps * steps) * 1e6,
             }
             for name, t in times.items()
         },
