@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -53,13 +54,14 @@ def live(
             if once:
                 _out().print(_render(collect(resolved, store)))
                 return
-            with Live(_render(collect(resolved, store)), console=_out(), screen=False) as view:
-                try:
-                    while True:
-                        time.sleep(interval)
-                        view.update(_render(collect(resolved, store)))
-                except KeyboardInterrupt:
-                    pass  # Ctrl-C ends watching; nothing to clean up
+            # Ctrl-C ends watching (contextlib.suppress): there is nothing to clean up.
+            with (
+                contextlib.suppress(KeyboardInterrupt),
+                Live(_render(collect(resolved, store)), console=_out(), screen=False) as view,
+            ):
+                while True:
+                    time.sleep(interval)
+                    view.update(_render(collect(resolved, store)))
         finally:
             store.close()
 
