@@ -15,12 +15,12 @@ from engage.federated.keys import KeyStore, key_dir
 from engage.federated.partition import FederatedData, partition
 from engage.monitor.rules import FL_METRIC_DROP
 from engage.runtime.pipeline import (
-    _FINAL_DRAIN_S,
     NullObserver,
     PipelineResult,
     RunOptions,
     _HealthSink,
     _Timer,
+    job_tracking,
 )
 from engage.runtime.reporting import Event, EventSink, FanOut, Reporter
 from engage.spec import LoadedSpec
@@ -41,26 +41,9 @@ def run_federated(
     loaded: LoadedSpec, options: RunOptions, observer: Any | None = None
 ) -> PipelineResult:
     """Run the federated pipeline of ``loaded``; raises EngageError subclasses on bad input."""
-    from engage.tracking import Drainer, Spool
-
     observer = observer or NullObserver()
-    spool = Spool(options.home / "spool.db")
-    bus = FanOut([observer])
-    drainer = Drainer(
-        spool.path,
-        warn=lambda m: bus.send([Event("lifecycle", "tracking", data={"message": m})]),
-    )
-    finished = False
-    try:
-        drainer.start()
-        result = _run(loaded, options, observer, bus, spool, drainer)
-        finished = True
-        return result
-    finally:
-        drainer.stop(
-            final_drain_s=0.0 if finished else min(_FINAL_DRAIN_S, options.drain_timeout_s)
-        )
-        spool.close()
+    with job_tracking(options, observer) as (spool, drainer, bus):
+        return _run(loaded, options, observer, bus, spool, drainer)
 
 
 def _run(loaded, options, observer, bus: FanOut, spool, drainer) -> PipelineResult:

@@ -129,9 +129,19 @@ def run_pipeline(
         from engage.federated.runner import run_federated
 
         return run_federated(loaded, options, observer)
+    observer = observer or NullObserver()
+    with job_tracking(options, observer) as (spool, drainer, bus):
+        return _run(loaded, options, observer, bus, spool, drainer)
+
+
+@contextmanager
+def job_tracking(options: RunOptions, observer: Observer) -> Iterator[tuple[Any, Any, FanOut]]:
+    """The spool, its drainer and the job's event bus, for the length of a job.
+
+    The spool opens first, so a read-only or full disk fails the job before any work.
+    """
     from engage.tracking import Drainer, Spool
 
-    observer = observer or NullObserver()
     spool = Spool(options.home / "spool.db")
     bus = FanOut([observer])  # every sink of this job; the stages add theirs
     drainer = Drainer(
@@ -141,9 +151,8 @@ def run_pipeline(
     finished = False
     try:
         drainer.start()
-        result = _run(loaded, options, observer, bus, spool, drainer)
+        yield spool, drainer, bus
         finished = True
-        return result
     finally:
         # After a failure or Ctrl-C the run's FAILED/KILLED end is only in the spool: without
         # a last drain MLflow shows the run RUNNING until the next engage process drains.
