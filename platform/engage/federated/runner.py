@@ -20,6 +20,7 @@ from engage.runtime.pipeline import (
     RunOptions,
     _HealthSink,
     _Timer,
+    end_run,
     job_tracking,
 )
 from engage.runtime.reporting import Event, EventSink, FanOut, Reporter
@@ -101,11 +102,7 @@ def _run(loaded, options, observer, bus: FanOut, spool, drainer) -> PipelineResu
         status = "KILLED"
         raise
     finally:
-        run.end(status)
-        if monitor is not None:
-            monitor.stop()
-        if store is not None:
-            store.finish(status)
+        end_run(run, status, monitor, store)
     with timer.stage("tracking", "waiting for MLflow to have every point"):
         drainer.flush(run.local_id, timeout_s=options.drain_timeout_s)
     ids = run.ids()

@@ -215,11 +215,7 @@ def _run(
         status = "KILLED"
         raise
     finally:
-        run.end(status)
-        if monitor is not None:
-            monitor.stop()
-        if store is not None:
-            store.finish(status)
+        end_run(run, status, monitor, store)
     with timer.stage("tracking", "waiting for MLflow to have every point"):
         drainer.flush(run.local_id, timeout_s=options.drain_timeout_s)
     reporter.metric("stage_tracking_seconds", timer.seconds["tracking"])
@@ -251,6 +247,15 @@ def _run(
         monitor.url if monitor is not None else None,
         deployment,
     )
+
+
+def end_run(run: Any, status: str, monitor: Any, store: Any) -> None:
+    """Spool the run's end status and close its live monitor and event-store record."""
+    run.end(status)
+    if monitor is not None:
+        monitor.stop()
+    if store is not None:
+        store.finish(status)
 
 
 def new_run_name(name: str) -> str:

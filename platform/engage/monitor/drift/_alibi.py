@@ -223,14 +223,15 @@ class _Online(DriftDetector):
         return float(data["test_stat"]), float(data["threshold"])
 
 
-@register_detector("mmd_online")
-class MMDOnlineDetector(_Online):
-    """Online MMD over a sliding window (MMDDriftOnline, pytorch), configured by ERT."""
+class _TorchOnline(_Online):
+    """An alibi online detector on the pytorch backend, named by ``alibi_class``."""
+
+    alibi_class: str
 
     def _make(self, ref: np.ndarray):
-        from alibi_detect.cd import MMDDriftOnline
+        import alibi_detect.cd
 
-        return MMDDriftOnline(
+        return getattr(alibi_detect.cd, self.alibi_class)(
             ref,
             ert=self.ert,
             window_size=self.window_size,
@@ -239,24 +240,20 @@ class MMDOnlineDetector(_Online):
             device="cpu",
             verbose=False,
         )
+
+
+@register_detector("mmd_online")
+class MMDOnlineDetector(_TorchOnline):
+    """Online MMD over a sliding window (MMDDriftOnline, pytorch), configured by ERT."""
+
+    alibi_class = "MMDDriftOnline"
 
 
 @register_detector("lsdd_online")
-class LSDDOnlineDetector(_Online):
+class LSDDOnlineDetector(_TorchOnline):
     """Online least-squares density difference (LSDDDriftOnline, pytorch), by ERT."""
 
-    def _make(self, ref: np.ndarray):
-        from alibi_detect.cd import LSDDDriftOnline
-
-        return LSDDDriftOnline(
-            ref,
-            ert=self.ert,
-            window_size=self.window_size,
-            backend="pytorch",
-            n_bootstraps=self.n_bootstraps,
-            device="cpu",
-            verbose=False,
-        )
+    alibi_class = "LSDDDriftOnline"
 
 
 @register_detector("cvm_online")
