@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 from sqlalchemy import Engine, and_, create_engine, event, insert, select, text, update
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from engage import env_vars
 from engage.errors import EngageError
@@ -230,18 +230,32 @@ class EventStore:
     def _ensure_schema(self) -> None:
         if self._ready:
             return
-        try:
-            if self.url.startswith("sqlite"):
-                database = make_url(self.url).database
-                if database and database != ":memory:":
-                    Path(database).parent.mkdir(parents=True, exist_ok=True)
-            with self._engine.begin() as conn:
-                if conn.dialect.name == "postgresql":  # concurrent CREATE TABLE races otherwise
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK})
-                metadata.create_all(conn, checkfirst=True)
-        except (SQLAlchemyError, OSError) as exc:
-            raise _store_error(self.url, exc) from None
+        deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+        delay = 0.02
+        while True:
+            try:
+                self._create_schema()
+                break
+            except OperationalError as exc:
+                # Opening a fresh SQLite file while other processes switch it to WAL can report
+                # "database is locked" without waiting on the busy timeout; that one is retried.
+                if "locked" not in str(exc.orig) or time.monotonic() > deadline:
+                    raise _store_error(self.url, exc) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+            except (SQLAlchemyError, OSError) as exc:
+                raise _store_error(self.url, exc) from None
         self._ready = True
+
+    def _create_schema(self) -> None:
+        if self.url.startswith("sqlite"):
+            database = make_url(self.url).database
+            if database and database != ":memory:":
+                Path(database).parent.mkdir(parents=True, exist_ok=True)
+        with self._engine.begin() as conn:
+            if conn.dialect.name == "postgresql":  # concurrent CREATE TABLE races otherwise
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK})
+            metadata.create_all(conn, checkfirst=True)
 
 
 def _make_engine(url: str) -> Engine:
@@ -254,7 +268,8 @@ def _make_engine(url: str) -> Engine:
         dbapi_conn.isolation_level = None  # SQLAlchemy's "begin" hook below opens transactions
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode=WAL")
+        if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # switching needs a lock
+            cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
