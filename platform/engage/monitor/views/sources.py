@@ -14,6 +14,7 @@ from engage.monitor._schema import EventRecord, events
 from engage.monitor.store import EventStore, resolve_events_url
 
 # An unreachable tracking server must fail a page in seconds, not after MLflow's retries.
+_MLFLOW_HINT = "check MLFLOW_TRACKING_URI (or --tracking-uri), or that the tracking server runs"
 _MLFLOW_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
 
 
@@ -74,8 +75,10 @@ def reading_mlflow(client: Any) -> Iterator[None]:
     """Any failure to read MLflow inside the block becomes one ``TrackingError``."""
     try:
         yield
-    except EngageError:
-        raise
+    except EngageError as exc:
+        if exc.hint:
+            raise
+        raise type(exc)(exc.message, hint=_MLFLOW_HINT) from None
     except Exception as exc:  # MlflowException, connection errors, a corrupt store
         raise _tracking_error(str(client.tracking_uri), exc) from None
 
@@ -84,7 +87,7 @@ def _tracking_error(uri: str, exc: BaseException) -> TrackingError:
     detail = str(getattr(exc, "message", None) or exc).strip().splitlines()
     return TrackingError(
         f"cannot read MLflow at {uri}: {detail[0] if detail else type(exc).__name__}",
-        hint="check MLFLOW_TRACKING_URI (or --tracking-uri), or that the tracking server runs",
+        hint=_MLFLOW_HINT,
     )
 
 
