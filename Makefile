@@ -5,8 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-# Debian packages the integration tests need (servers they start themselves on 127.0.0.1).
-SYSTEM_PACKAGES := postgresql prometheus
+# Debian packages the integration tests need (servers they start themselves on 127.0.0.1,
+# and the headless browser the dashboard test loads the app in).
+SYSTEM_PACKAGES := postgresql prometheus chromium
 
 .PHONY: quickstart test test-unit system-deps lint format bench constraints clean
 
@@ -33,6 +34,14 @@ system-deps:
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+
+## The Streamlit dashboard on http://127.0.0.1:$(DASHBOARD_PORT), reading ENGAGE_HOME
+## (default ./.engage), ENGAGE_EVENTS_URI and MLFLOW_TRACKING_URI; Ctrl-C stops it.
+DASHBOARD_PORT ?= 8501
+.PHONY: dashboard
+dashboard: $(STAMP)
+	$(BIN)/python -m streamlit run dashboard/app.py --server.headless=true \
+	  --server.address=127.0.0.1 --server.port=$(DASHBOARD_PORT) --browser.gatherUsageStats=false
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

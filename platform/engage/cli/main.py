@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from engage.cli import exit_codes
+from engage.cli.dashboard import dashboard
 from engage.cli.drift import drift_app
 from engage.cli.export import export
 from engage.cli.fl import fl_app
@@ -36,6 +37,7 @@ app.add_typer(serve_app, name="serve")
 app.add_typer(fl_app, name="fl")
 app.command("deploy")(deploy)
 app.command("export")(export)
+app.command("dashboard")(dashboard)
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
