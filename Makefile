@@ -41,7 +41,8 @@ DASHBOARD_PORT ?= 8501
 .PHONY: dashboard
 dashboard: $(STAMP)
 	$(BIN)/python -m streamlit run dashboard/app.py --server.headless=true \
-	  --server.address=127.0.0.1 --server.port=$(DASHBOARD_PORT) --browser.gatherUsageStats=false
+	  --server.address=127.0.0.1 --server.port=$(DASHBOARD_PORT) --browser.gatherUsageStats=false \
+	  --client.toolbarMode=viewer
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

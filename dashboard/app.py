@@ -20,13 +20,13 @@ if str(HERE) not in sys.path:  # `streamlit run` adds it; other runners may not
 import _ui  # noqa: E402
 import streamlit as st  # noqa: E402
 
-st.set_page_config(page_title="engage", page_icon="📈", layout="wide")
+st.set_page_config(page_title="engage", page_icon=":material/monitoring:", layout="wide")
 PAGES = [
-    st.Page("screens/jobs.py", title="Jobs", icon="🏃", default=True),
-    st.Page("screens/alerts.py", title="Alerts", icon="🚨"),
-    st.Page("screens/drift.py", title="Drift", icon="🌊"),
-    st.Page("screens/federated.py", title="Federated", icon="🤝"),
-    st.Page("screens/models.py", title="Models", icon="📦"),
+    st.Page("screens/jobs.py", title="Jobs", icon=":material/directions_run:", default=True),
+    st.Page("screens/alerts.py", title="Alerts", icon=":material/notifications_active:"),
+    st.Page("screens/drift.py", title="Drift", icon=":material/ssid_chart:"),
+    st.Page("screens/federated.py", title="Federated", icon=":material/hub:"),
+    st.Page("screens/models.py", title="Models", icon=":material/inventory_2:"),
 ]
 page = st.navigation(PAGES)
 _ui.sidebar()

@@ -105,7 +105,7 @@ def _heatmap(scores: pd.DataFrame) -> alt.Chart:
         .mark_rect()
         .encode(
             x=alt.X("round:O"),
-            y=alt.Y("client:N"),
+            y=alt.Y("client:N", axis=alt.Axis(labelOverlap=False)),
             color=alt.Color(
                 "score:Q",
                 scale=alt.Scale(domain=[0, FLAG_AT, top], range=["#e8f5e9", "#fff59d", "#c62828"]),
@@ -113,21 +113,22 @@ def _heatmap(scores: pd.DataFrame) -> alt.Chart:
             ),
             tooltip=["round", "client", alt.Tooltip("score:Q", format=".3f"), "flagged"],
         )
-        .properties(height=max(120, 22 * scores["client"].nunique()))
+        .properties(height=40 + 28 * scores["client"].nunique())
     )
 
 
 def _rejections(rejected: pd.DataFrame) -> alt.Chart:
+    counts = rejected.groupby(["reason", "client"], as_index=False).size()
     return (
-        alt.Chart(rejected)
-        .mark_bar()
+        alt.Chart(counts.rename(columns={"size": "updates"}))
+        .mark_bar(size=18)
         .encode(
-            x=alt.X("count():Q", title="updates"),
+            x=alt.X("updates:Q", title="rejected updates", axis=alt.Axis(tickMinStep=1)),
             y=alt.Y("reason:N"),
             color="client:N",
-            tooltip=["reason", "client", "count()"],
+            tooltip=["reason", "client", "updates"],
         )
-        .properties(height=max(80, 30 * rejected["reason"].nunique()))
+        .properties(height=40 + 36 * counts["reason"].nunique())
     )
 
 

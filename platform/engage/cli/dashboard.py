@@ -76,6 +76,7 @@ def server_flags(host: str, port: int) -> list[str]:
         f"--server.address={host}",
         f"--server.port={port}",
         "--browser.gatherUsageStats=false",
+        "--client.toolbarMode=viewer",
     ]
 
 

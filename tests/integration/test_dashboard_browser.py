@@ -1,0 +1,139 @@
+"""The dashboard served by `streamlit run` on 127.0.0.1 and loaded in a real headless Chromium.
+
+One test for the whole app (it costs ~15 s): each page must render its seeded content into
+the DOM with no Streamlit exception, and each page's screenshot is saved (under
+docs/screenshots/ when ENGAGE_UPDATE_SCREENSHOTS=1, for the README).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engage.cli.dashboard import server_flags
+
+REPO = Path(__file__).resolve().parents[1].parent
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SCREENSHOTS = REPO / "docs" / "screenshots"
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="chromium not installed; `make test` installs it (Debian package chromium)",
+    ),
+]
+
+# page url, and texts the seeded home must put in its DOM (tables draw on a canvas, and keep
+# their cells in a hidden accessible grid: hence "attached", not "visible")
+PAGES = {
+    "jobs": ("Open alerts", "still-training", "EngageJobStalled", "val_accuracy 0.98"),
+    "alerts": ("EngageDataBound", "resolved", "model=smart-home-occupancy, version=1"),
+    "drift": ("Features that moved", "co2, temperature", "Statistic vs threshold over time"),
+    "federated": ("Quarantined:", "quarantined (round 3)", "tampered 1"),
+    "models": ("registered models", "candidate, champion", "gate passed: val_accuracy = 0.98"),
+}
+CHARTS = {"drift": 2, "federated": 3}
+
+
+def _seed_module():
+    path = REPO / "tests" / "unit" / "dashboard" / "_dashboard_seed.py"
+    spec = importlib.util.spec_from_file_location("_dashboard_seed", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    """`streamlit run dashboard/app.py` on a free loopback port, over a seeded home."""
+    from conftest import free_port
+
+    home = _seed_module().seed(tmp_path / ".engage").home
+    port = free_port()
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("ENGAGE_EVENTS_URI", "MLFLOW_TRACKING_URI")
+    }
+    env["ENGAGE_HOME"] = str(home)
+    log = (tmp_path / "streamlit.log").open("w")
+    command = [sys.executable, "-m", "streamlit", "run", str(REPO / "dashboard" / "app.py")]
+    proc = subprocess.Popen(
+        [*command, *server_flags("127.0.0.1", port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, proc, tmp_path / "streamlit.log")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"streamlit exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.25)
+    pytest.fail(f"streamlit not healthy after {timeout_s:g} s:\n{log.read_text()}")
+
+
+def test_every_page_renders_its_seeded_content_in_chromium(server: str, tmp_path: Path) -> None:
+    pytest.importorskip("playwright", reason="playwright not installed (dev dependency)")
+    from playwright.sync_api import sync_playwright
+
+    shots = SCREENSHOTS if os.environ.get("ENGAGE_UPDATE_SCREENSHOTS") == "1" else tmp_path
+    shots.mkdir(parents=True, exist_ok=True)
+    args = [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+    ]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=args)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 2200})
+            for name, texts in PAGES.items():
+                page.goto(f"{server}/{name}")
+                for text in texts:
+                    page.get_by_text(text).first.wait_for(state="attached", timeout=30_000)
+                charts = page.locator(
+                    "[data-testid=stVegaLiteChart] canvas, [data-testid=stVegaLiteChart] svg"
+                )
+                for i in range(CHARTS.get(name, 0)):
+                    charts.nth(i).wait_for(timeout=30_000)
+                page.locator("[data-testid=stDataFrame]").first.wait_for(timeout=30_000)
+                assert page.locator("[data-testid=stException]").count() == 0, name
+                page.wait_for_timeout(500)  # the last chart's marks, after its canvas exists
+                page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+        finally:
+            browser.close()
+    assert sorted(p.name for p in shots.glob("*.png")) >= sorted(f"{n}.png" for n in PAGES)
