@@ -57,10 +57,8 @@ def _seed_module():
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     """`streamlit run dashboard/app.py` on a free loopback port, over a seeded home."""
-    from conftest import free_port
-
     home = _seed_module().seed(tmp_path / ".engage").home
-    port = free_port()
+    port = _free_port()
     env = {
         k: v for k, v in os.environ.items() if k not in ("ENGAGE_EVENTS_URI", "MLFLOW_TRACKING_URI")
     }
@@ -86,6 +84,14 @@ def server(tmp_path: Path) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 60) -> None:
