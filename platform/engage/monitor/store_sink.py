@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -39,7 +40,7 @@ class StoreSink:
         self.errors = 0
         self._warn = warn or _log.warning
         self._epoch: int | None = None
-        self._recent: dict[tuple[str, str], float] = {}
+        self._recent: dict[tuple[str, str, str], float] = {}
 
     def start(self, metrics_url: str | None = None) -> None:
         self._safely(lambda: self.store.job_started(self.run_id, self.job, metrics_url))
@@ -85,9 +86,16 @@ class StoreSink:
             return e.labels.get("rank", "0") == "0"
         if e.name in ("alert", "stage"):
             return True
-        key = (e.name, str(e.data.get("message", "")))
+        # The whole event is the key: verdicts per client and round differ only in labels/data.
+        key = (
+            e.name,
+            json.dumps(dict(e.labels), sort_keys=True),
+            json.dumps(e.data, sort_keys=True, default=str),
+        )
         if now - self._recent.get(key, -_REPEAT_S) < _REPEAT_S:
             return False
+        if len(self._recent) > 1000:  # keep only what is still inside the window
+            self._recent = {k: t for k, t in self._recent.items() if now - t < _REPEAT_S}
         self._recent[key] = now
         return True
 

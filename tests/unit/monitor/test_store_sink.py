@@ -80,6 +80,23 @@ def test_a_repeated_tracking_warning_is_stored_once_per_window(store: EventStore
     assert [e.name for e in store.events()] == ["tracking"]
 
 
+def test_events_that_differ_only_in_labels_or_data_are_all_stored(store: EventStore) -> None:
+    sink = StoreSink(store, "job-a", "r1")
+    verdicts = [
+        Event("lifecycle", "fl_verdict", labels={"client": c}, data={"round": r, "score": 0.1})
+        for r in (1, 2)
+        for c in ("c0", "c1", "c2")
+    ]
+
+    sink.emit(verdicts)
+    sink.emit(verdicts[:1])  # the very same event again: a repeat inside the window
+
+    stored = [e for e in store.events("r1") if e.name == "fl_verdict"]
+    assert sorted((e.data["labels"]["client"], e.data["round"]) for e in stored) == [
+        (c, r) for c in ("c0", "c1", "c2") for r in (1, 2)
+    ]
+
+
 def test_alert_events_open_and_resolve_alerts(store: EventStore) -> None:
     sink = StoreSink(store, "job-a", "r1")
 
