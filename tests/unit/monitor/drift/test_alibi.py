@@ -76,3 +76,28 @@ def test_online_detectors_alarm_after_a_shift(online, name) -> None:
     assert result.error is None
     assert result.is_drift
     assert result.alarm_index >= 5
+
+
+def test_online_threshold_scale_moves_the_alarm_threshold(online) -> None:
+    """Ratios above threshold_scale alarm: a huge scale silences the detector, and the
+    reported statistic is relative to the scaled threshold."""
+    detector = online["cvm_online"]
+    x = np.concatenate([_live(10), _live(60, shift=2.0)])
+    detector.reset()
+    native = detector.check(x)
+    try:
+        detector.threshold_scale = 1e6
+        detector.reset()
+        silenced = detector.check(x)
+    finally:
+        detector.threshold_scale = 1.0
+
+    assert native.is_drift
+    assert not silenced.is_drift
+    assert silenced.error is None
+    assert 0 < silenced.statistic < 1e-3
+
+
+def test_online_threshold_scale_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="threshold_scale must be positive"):
+        make_detector("cvm_online", threshold_scale=-1.0)

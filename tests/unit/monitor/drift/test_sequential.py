@@ -85,3 +85,19 @@ def test_error_cusum_alarms_when_the_error_rate_rises() -> None:
     assert not quiet.is_drift
     assert worse.is_drift
     assert worse.alarm_index < 300
+
+
+def test_threshold_scale_multiplies_the_calibrated_thresholds(pop, cusum) -> None:
+    scaled = make_detector("cusum", ert=2000, n_sims=100, sim_length=1000, threshold_scale=1.5).fit(
+        pop.reference
+    )
+    x = make_stream("no_drift", seed=5, n=40_000, pop=pop).x
+    cusum.reset()
+
+    np.testing.assert_allclose(scaled.h, 1.5 * cusum.h)
+    assert len(scaled.check(x).extra["alarms"]) < len(cusum.check(x).extra["alarms"])
+
+
+def test_threshold_scale_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="threshold_scale > 0"):
+        make_detector("cusum", threshold_scale=0.0)

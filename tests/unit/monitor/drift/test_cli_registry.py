@@ -1,0 +1,147 @@
+"""``engage drift check --model NAME@alias`` against a registered model's logged reference.
+
+One SQLite MLflow store for the module (creating one costs seconds): a run that logged a
+reference under ``reference/`` as training does, registered as ``sensors`` with the alias
+``champion``, and a second version whose run logged none. No training: the reference is
+the shared Gaussian one, and the versions point at their runs without a model file (the
+batch path reads only the run's ``reference/`` artifacts).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from engage.monitor.drift.reference import ARTIFACT_PATH
+from engage.tracking.store import default_tracking_uri, ensure_experiment, open_client
+
+main = importlib.import_module("engage.cli.main")
+MODEL = "sensors"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory, gaussian_reference) -> Path:
+    home = tmp_path_factory.mktemp("drift-registry") / ".engage"
+    client = open_client(default_tracking_uri(home))
+    experiment = ensure_experiment(client, "drift-cli")
+    with_ref = client.create_run(experiment).info
+    folder = gaussian_reference.save(home.parent / "reference")
+    client.log_artifacts(with_ref.run_id, str(folder), ARTIFACT_PATH)
+    without_ref = client.create_run(experiment).info
+    client.create_registered_model(MODEL)
+    for run in (with_ref, without_ref):
+        client.create_model_version(MODEL, f"{run.artifact_uri}/model", run.run_id)
+    client.set_registered_model_alias(MODEL, "champion", "1")
+    client.set_registered_model_alias(MODEL, "unmonitored", "2")
+    return home
+
+
+def _parquet(tmp_path: Path, shift: float = 0.0) -> Path:
+    rng = np.random.default_rng(4)
+    x = rng.normal([0.0, 10.0, 100.0], [1.0, 2.0, 5.0], size=(300, 3))
+    x[:, 2] += shift * 5.0
+    path = tmp_path / "current.parquet"
+    pd.DataFrame(x, columns=["a", "b", "c"]).assign(request_id="r").to_parquet(path)
+    return path
+
+
+def _check(home: Path, model: str, data: Path):
+    args = ["drift", "check", "--model", model, "--data", str(data), "--home", str(home)]
+    result = CliRunner().invoke(main.app, args)
+    return result, " ".join(result.output.split())
+
+
+def _rows(output: str) -> dict[str, list[str]]:
+    """The report table's rows by feature: [detector, statistic, p-value, threshold, drift]."""
+    rows = {}
+    for line in output.splitlines():
+        cells = line.split()
+        if len(cells) == 6 and cells[0] in ("a", "b", "c"):
+            rows.setdefault(cells[0], []).append(cells[1:])
+    return rows
+
+
+def test_no_drift_exits_0_with_a_row_per_feature_and_detector(home, tmp_path) -> None:
+    result, text = _check(home, f"{MODEL}@champion", _parquet(tmp_path))
+
+    assert result.exit_code == 0, result.output
+    assert f"against {MODEL} version 1 (run " in text
+    rows = _rows(result.output)
+    assert set(rows) == {"a", "b", "c"}
+    assert sorted(r[0] for r in rows["c"]) == ["ks", "quality"]
+    assert all(r[-1] == "no" for rs in rows.values() for r in rs)
+    assert "no drift: 2 detector(s) checked" in text
+
+
+def test_drift_exits_8_and_names_the_feature_that_moved(home, tmp_path) -> None:
+    result, text = _check(home, f"{MODEL}@champion", _parquet(tmp_path, shift=1.0))
+
+    assert result.exit_code == 8, result.output
+    ks = {f: next(r for r in rs if r[0] == "ks") for f, rs in _rows(result.output).items()}
+    assert ks["c"][-1] == "yes"
+    assert float(ks["c"][2]) < 0.05
+    assert (ks["a"][-1], ks["b"][-1]) == ("no", "no")
+    assert "error: drift detected" in text
+    assert "ks in c" in text
+
+
+def test_a_version_number_works_like_an_alias(home, tmp_path) -> None:
+    result, _ = _check(home, f"{MODEL}/1", _parquet(tmp_path))
+
+    assert result.exit_code == 0, result.output
+
+
+def test_an_unknown_alias_names_the_aliases_there_are(home, tmp_path) -> None:
+    result, text = _check(home, f"{MODEL}@prod", _parquet(tmp_path))
+
+    assert result.exit_code == 5, result.output
+    assert f"model '{MODEL}' has no version with alias 'prod'" in text
+    assert "champion -> 1" in text
+
+
+def test_an_unknown_model_names_the_registered_ones(home, tmp_path) -> None:
+    result, text = _check(home, "nope@champion", _parquet(tmp_path))
+
+    assert result.exit_code == 5, result.output
+    assert "no registered model named 'nope'" in text
+    assert f"registered models: {MODEL}" in text
+
+
+def test_a_version_without_a_reference_says_so(home, tmp_path) -> None:
+    result, text = _check(home, f"{MODEL}@unmonitored", _parquet(tmp_path))
+
+    assert result.exit_code == 5, result.output
+    assert f"{MODEL} version 2" in text
+    assert "no usable 'reference/' artifact" in text
+
+
+def test_a_bad_parquet_file_is_a_data_error_naming_the_file(home, tmp_path) -> None:
+    bad = tmp_path / "current.parquet"
+    bad.write_bytes(b"not a parquet file")
+
+    result, text = _check(home, f"{MODEL}@champion", bad)
+
+    assert result.exit_code == 3, result.output
+    assert f"{bad}: cannot read it" in text
+
+
+def test_a_missing_data_file_is_a_data_error(home, tmp_path) -> None:
+    result, text = _check(home, f"{MODEL}@champion", tmp_path / "absent.parquet")
+
+    assert result.exit_code == 3, result.output
+    assert "absent.parquet: no such file" in text
+
+
+def test_no_store_at_home_is_a_tracking_error_not_a_new_store(tmp_path) -> None:
+    empty = tmp_path / ".engage"
+
+    result, text = _check(empty, f"{MODEL}@champion", _parquet(tmp_path))
+
+    assert result.exit_code == 5, result.output
+    assert "no MLflow store at" in text
+    assert not (empty / "mlflow.db").exists()
