@@ -134,7 +134,7 @@ class FederatedServer:
         if self.scorer is None or not accepted:
             return []
         matrix = np.stack([u.vector for u in accepted])
-        return self.scorer.score(round_, [u.client for u in accepted], matrix)
+        return self.scorer.score(round_, [u.client for u in accepted], matrix, self.weights)
 
     def aggregate(self, used: list) -> tuple[np.ndarray, list[str]]:
         matrix = np.stack([u.vector for u in used])

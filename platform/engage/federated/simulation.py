@@ -100,13 +100,19 @@ def build(
     scoring = fed.scoring
     scorer = None
     if scoring.enabled:
+        probe = None
+        if scoring.validation:
+            probe = ValidationLoss(training, data, scoring.validation_samples, fed.seed)
         scorer = UpdateScorer(
             ScoringConfig(
-                scoring.z_threshold,
-                scoring.cosine_min,
-                scoring.duplicate_cosine,
-                scoring.history_decay,
-            )
+                z_threshold=scoring.z_threshold,
+                cosine_min=scoring.cosine_min,
+                duplicate_cosine=scoring.duplicate_cosine,
+                history_decay=scoring.history_decay,
+                outlier_z=scoring.outlier_z,
+                validation_z=scoring.validation_z,
+            ),
+            probe,
         )
     server = FederatedServer(
         ServerConfig(
@@ -148,6 +154,42 @@ class Evaluator:
         t = self.training
         sums = accumulate(self.model, self.x, self.y, t.task, t.shape.outputs, 4096)
         return finalize(sums, t.task, self.split)
+
+
+class ValidationLoss:
+    """The server's validation check of single updates: the change of the loss on a small
+    server-held validation sample when one update alone is applied to the global model.
+
+    The sample is a seeded draw of ``samples`` windows from the validation windows the
+    server holds to watch the global model's health. An honest update from an unusual
+    household may raise this loss a little; a label-flipping client's raises it a lot.
+    """
+
+    def __init__(self, training: LocalTraining, data: FederatedData, samples: int, seed: int):
+        import torch
+
+        self.training = training
+        self.model = build_model(training).eval()
+        self.schema = model_schema(self.model)
+        x, y = data.union("val")
+        rng = np.random.default_rng([seed, 2718])
+        pick = np.sort(rng.choice(len(y), size=min(samples, len(y)), replace=False))
+        self.x, self.y = torch.from_numpy(x[pick]), torch.from_numpy(y[pick])
+
+    def loss(self, vector: np.ndarray) -> float:
+        import torch
+
+        from engage.train.evaluate import loss_function, targets_for_loss
+
+        set_vector(self.model, self.schema, vector.astype(np.float32))
+        with torch.no_grad():
+            out = self.model(self.x)
+            task = self.training.task
+            return float(loss_function(task)(out, targets_for_loss(self.y, task)))
+
+    def __call__(self, weights: np.ndarray, updates: np.ndarray) -> np.ndarray:
+        base = self.loss(weights)
+        return np.array([self.loss(weights + u) - base for u in updates])
 
 
 def ensure_keys(keys: KeyStore, clients: list[str], scheme: str) -> list[str]:

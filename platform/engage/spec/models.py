@@ -423,23 +423,49 @@ class AggregatorSpec(StrictModel):
 
 
 class ScoringSpec(StrictModel):
-    """Anomaly scoring of every accepted update, and what a flag does."""
+    """Anomaly scoring of every accepted update, and what a flag does. The defaults are
+    calibrated on benign non-IID runs (docs/BENCHMARKS.md, federated section)."""
 
     enabled: bool = Field(True, description="score updates and flag outliers")
     z_threshold: float = Field(
-        4.0, gt=0.0, le=100.0, description="robust z-score of norm or distance that flags"
+        5.0, gt=0.0, le=100.0, description="robust z-score of an update's log norm that flags"
+    )
+    outlier_z: float = Field(
+        10.0,
+        gt=0.0,
+        le=1000.0,
+        description="robust z-score of the distance to the nearest half of the updates that flags",
     )
     cosine_min: float = Field(
-        0.0, ge=-1.0, le=1.0, description="flag updates less aligned than this with the centre"
+        0.0,
+        ge=-1.0,
+        le=1.0,
+        description="flag a client whose cosine to the round centres, averaged over its "
+        "history, falls below this",
     )
     duplicate_cosine: float = Field(
         0.9999, gt=0.0, le=1.0, description="updates this similar to another or a past one flag"
+    )
+    validation: bool = Field(
+        True,
+        description="check each update on a server-held validation sample: the loss change "
+        "when it alone is applied to the global model",
+    )
+    validation_samples: int = Field(
+        512, ge=16, le=1_000_000, description="validation windows the server checks updates on"
+    )
+    validation_z: float = Field(
+        4.0,
+        gt=0.0,
+        le=1000.0,
+        description="robust z-score of the validation-loss change, averaged over the client's "
+        "history, that flags (one round alone flags at twice this)",
     )
     exclude_flagged: bool = Field(
         True, description="leave flagged updates out of this round's aggregate"
     )
     history_decay: float = Field(
-        0.7, ge=0.0, lt=1.0, description="weight of the past in each client's score history"
+        0.8, ge=0.0, lt=1.0, description="weight of the past in each client's score history"
     )
 
 
