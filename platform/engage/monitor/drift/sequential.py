@@ -122,7 +122,7 @@ class CusumDetector(DriftDetector):
     def __init__(
         self,
         ert: float = default_threshold,
-        shift: float = 0.5,
+        shift: float = 0.6,
         scale: float = 1.5,
         block: int | None = None,
         n_sims: int = 200,

@@ -1,15 +1,17 @@
 """``engage drift check --model NAME@alias`` against a registered model's logged reference.
 
-One SQLite MLflow store for the module (creating one costs seconds): a run that logged a
-reference under ``reference/`` as training does, registered as ``sensors`` with the alias
-``champion``, and a second version whose run logged none. No training: the reference is
-the shared Gaussian one, and the versions point at their runs without a model file (the
-batch path reads only the run's ``reference/`` artifacts).
+One file-based MLflow store for the module (a SQLite one costs seconds of schema
+migrations; the command reads the registry the same way through either): a run that
+logged a reference under ``reference/`` as training does, registered as ``sensors`` with
+the alias ``champion``, and a second version whose run logged none. No training: the
+reference is the shared Gaussian one, and the versions point at their runs without a model
+file (the batch path reads only the run's ``reference/`` artifacts).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,19 +20,25 @@ import pytest
 from typer.testing import CliRunner
 
 from engage.monitor.drift.reference import ARTIFACT_PATH
-from engage.tracking.store import default_tracking_uri, ensure_experiment, open_client
+from engage.tracking.store import ensure_experiment, open_client
 
 main = importlib.import_module("engage.cli.main")
 MODEL = "sensors"
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory, gaussian_reference) -> Path:
-    home = tmp_path_factory.mktemp("drift-registry") / ".engage"
-    client = open_client(default_tracking_uri(home))
+def store(tmp_path_factory, gaussian_reference) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("drift-registry")
+    uri = (root / "mlruns").as_uri()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 refuses file stores otherwise
+        _register(open_client(uri), gaussian_reference.save(root / "reference"))
+        yield uri
+
+
+def _register(client, folder: Path) -> None:
     experiment = ensure_experiment(client, "drift-cli")
     with_ref = client.create_run(experiment).info
-    folder = gaussian_reference.save(home.parent / "reference")
     client.log_artifacts(with_ref.run_id, str(folder), ARTIFACT_PATH)
     without_ref = client.create_run(experiment).info
     client.create_registered_model(MODEL)
@@ -38,7 +46,6 @@ def home(tmp_path_factory, gaussian_reference) -> Path:
         client.create_model_version(MODEL, f"{run.artifact_uri}/model", run.run_id)
     client.set_registered_model_alias(MODEL, "champion", "1")
     client.set_registered_model_alias(MODEL, "unmonitored", "2")
-    return home
 
 
 def _parquet(tmp_path: Path, shift: float = 0.0) -> Path:
@@ -50,8 +57,8 @@ def _parquet(tmp_path: Path, shift: float = 0.0) -> Path:
     return path
 
 
-def _check(home: Path, model: str, data: Path):
-    args = ["drift", "check", "--model", model, "--data", str(data), "--home", str(home)]
+def _check(store: str, model: str, data: Path, where: str = "--tracking-uri"):
+    args = ["drift", "check", "--model", model, "--data", str(data), where, store]
     result = CliRunner().invoke(main.app, args)
     return result, " ".join(result.output.split())
 
@@ -66,8 +73,8 @@ def _rows(output: str) -> dict[str, list[str]]:
     return rows
 
 
-def test_no_drift_exits_0_with_a_row_per_feature_and_detector(home, tmp_path) -> None:
-    result, text = _check(home, f"{MODEL}@champion", _parquet(tmp_path))
+def test_no_drift_exits_0_with_a_row_per_feature_and_detector(store, tmp_path) -> None:
+    result, text = _check(store, f"{MODEL}@champion", _parquet(tmp_path))
 
     assert result.exit_code == 0, result.output
     assert f"against {MODEL} version 1 (run " in text
@@ -78,8 +85,8 @@ def test_no_drift_exits_0_with_a_row_per_feature_and_detector(home, tmp_path) ->
     assert "no drift: 2 detector(s) checked" in text
 
 
-def test_drift_exits_8_and_names_the_feature_that_moved(home, tmp_path) -> None:
-    result, text = _check(home, f"{MODEL}@champion", _parquet(tmp_path, shift=1.0))
+def test_drift_exits_8_and_names_the_feature_that_moved(store, tmp_path) -> None:
+    result, text = _check(store, f"{MODEL}@champion", _parquet(tmp_path, shift=1.0))
 
     assert result.exit_code == 8, result.output
     ks = {f: next(r for r in rs if r[0] == "ks") for f, rs in _rows(result.output).items()}
@@ -90,48 +97,48 @@ def test_drift_exits_8_and_names_the_feature_that_moved(home, tmp_path) -> None:
     assert "ks in c" in text
 
 
-def test_a_version_number_works_like_an_alias(home, tmp_path) -> None:
-    result, _ = _check(home, f"{MODEL}/1", _parquet(tmp_path))
+def test_a_version_number_works_like_an_alias(store, tmp_path) -> None:
+    result, _ = _check(store, f"{MODEL}/1", _parquet(tmp_path))
 
     assert result.exit_code == 0, result.output
 
 
-def test_an_unknown_alias_names_the_aliases_there_are(home, tmp_path) -> None:
-    result, text = _check(home, f"{MODEL}@prod", _parquet(tmp_path))
+def test_an_unknown_alias_names_the_aliases_there_are(store, tmp_path) -> None:
+    result, text = _check(store, f"{MODEL}@prod", _parquet(tmp_path))
 
     assert result.exit_code == 5, result.output
     assert f"model '{MODEL}' has no version with alias 'prod'" in text
     assert "champion -> 1" in text
 
 
-def test_an_unknown_model_names_the_registered_ones(home, tmp_path) -> None:
-    result, text = _check(home, "nope@champion", _parquet(tmp_path))
+def test_an_unknown_model_names_the_registered_ones(store, tmp_path) -> None:
+    result, text = _check(store, "nope@champion", _parquet(tmp_path))
 
     assert result.exit_code == 5, result.output
     assert "no registered model named 'nope'" in text
     assert f"registered models: {MODEL}" in text
 
 
-def test_a_version_without_a_reference_says_so(home, tmp_path) -> None:
-    result, text = _check(home, f"{MODEL}@unmonitored", _parquet(tmp_path))
+def test_a_version_without_a_reference_says_so(store, tmp_path) -> None:
+    result, text = _check(store, f"{MODEL}@unmonitored", _parquet(tmp_path))
 
     assert result.exit_code == 5, result.output
     assert f"{MODEL} version 2" in text
     assert "no usable 'reference/' artifact" in text
 
 
-def test_a_bad_parquet_file_is_a_data_error_naming_the_file(home, tmp_path) -> None:
+def test_a_bad_parquet_file_is_a_data_error_naming_the_file(store, tmp_path) -> None:
     bad = tmp_path / "current.parquet"
     bad.write_bytes(b"not a parquet file")
 
-    result, text = _check(home, f"{MODEL}@champion", bad)
+    result, text = _check(store, f"{MODEL}@champion", bad)
 
     assert result.exit_code == 3, result.output
     assert f"{bad}: cannot read it" in text
 
 
-def test_a_missing_data_file_is_a_data_error(home, tmp_path) -> None:
-    result, text = _check(home, f"{MODEL}@champion", tmp_path / "absent.parquet")
+def test_a_missing_data_file_is_a_data_error(store, tmp_path) -> None:
+    result, text = _check(store, f"{MODEL}@champion", tmp_path / "absent.parquet")
 
     assert result.exit_code == 3, result.output
     assert "absent.parquet: no such file" in text
@@ -140,7 +147,7 @@ def test_a_missing_data_file_is_a_data_error(home, tmp_path) -> None:
 def test_no_store_at_home_is_a_tracking_error_not_a_new_store(tmp_path) -> None:
     empty = tmp_path / ".engage"
 
-    result, text = _check(empty, f"{MODEL}@champion", _parquet(tmp_path))
+    result, text = _check(str(empty), f"{MODEL}@champion", _parquet(tmp_path), where="--home")
 
     assert result.exit_code == 5, result.output
     assert "no MLflow store at" in text
