@@ -1,5 +1,6 @@
 """The federated pipeline from the CLI as a user runs it: keys, then a run with attacks off
-and one with attacks on; both end with the per-client verdict table."""
+(registering the final global model) and one with attacks on; both end with the per-client
+verdict table."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def test_keys_then_a_clean_run_and_an_attacked_run(run_engage: Engage, tmp_path:
     assert len(key_files) == 4
     assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in key_files)
 
-    clean = run_engage("run", SPEC, *SMALL, timeout=600)
+    register = "tracking.registration={model_name: fl-occupancy}"
+    clean = run_engage("run", SPEC, *SMALL, "--set", register, timeout=600)
     attacked = run_engage("run", SPEC, *SMALL, "--set", ATTACKS, timeout=600)
 
     for result in (clean, attacked):
@@ -56,9 +58,17 @@ def test_keys_then_a_clean_run_and_an_attacked_run(run_engage: Engage, tmp_path:
     assert "boosting" not in clean_out
     assert re.search(r"h0\d boosting .* (flagged|quarantined)", attacked_out), attacked_out
     assert "rejected (" in attacked_out  # in-transit tampering, rejected with reasons
+    assert "fl-occupancy" in clean_out and "fl-occupancy" not in attacked_out
     with sqlite3.connect(tmp_path / ".engage" / "mlflow.db") as db:
         rounds = db.execute("SELECT COUNT(*) FROM runs WHERE name LIKE 'round-%'").fetchone()[0]
         keys_logged = {r[0] for r in db.execute("SELECT DISTINCT key FROM metrics")}
+        versions = db.execute(
+            "SELECT v.version, r.name FROM model_versions v JOIN runs r ON v.run_id = r.run_uuid "
+            "WHERE v.name = 'fl-occupancy'"
+        ).fetchall()
     assert rounds == 4  # a child run per round, two runs
     assert {"fl_round", "fl_rejected_updates", "val_accuracy", "test_accuracy"} <= keys_logged
+    assert "served_test_accuracy" in keys_logged
+    # the final global model, registered from the clean run (not from a round's child run)
+    assert len(versions) == 1 and not versions[0][1].startswith("round-"), versions
     assert any(k.startswith("fl_client_score.h0") for k in keys_logged)

@@ -15,7 +15,7 @@ import numpy as np
 from engage.data.checks import validate_frame
 from engage.data.fingerprint import DatasetFingerprint, fingerprint
 from engage.data.sources import describe_origin, key_columns, load_frame
-from engage.data.windowing import Split, make_splits
+from engage.data.windowing import Normalization, Split, make_splits
 from engage.errors import DataError
 from engage.federated.wire import CLIENT_ID
 from engage.spec import LoadedSpec
@@ -24,12 +24,14 @@ from engage.train.builders import ModelShape
 
 @dataclass(frozen=True)
 class ClientData:
-    """One client's windows: its own train, val and test splits."""
+    """One client's windows: its own train, val and test splits, standardised with its own
+    training statistics (``normalization``; None when the spec turns that off)."""
 
     client: str
     train: Split
     val: Split
     test: Split
+    normalization: Normalization | None = None
 
 
 @dataclass(frozen=True)
@@ -94,10 +96,34 @@ def _client(
             hint="client ids are letters, digits, '_', '.' and '-'",
         )
     part = frame[frame[group].astype(str) == client].reset_index(drop=True)
-    splits, local_classes, _ = make_splits(part, loaded.spec.data)
+    splits, local_classes, norm = make_splits(part, loaded.spec.data)
     if classes is not None and local_classes != classes:
         raise DataError(
             f"household {client} has classes {local_classes}, the data has {classes}",
             hint="every client needs every class; use more days or another target",
         )
-    return ClientData(client, splits["train"], splits["val"], splits["test"])
+    return ClientData(client, splits["train"], splits["val"], splits["test"], norm)
+
+
+def pooled_normalization(data: FederatedData) -> Normalization | None:
+    """One standardisation for the global model: the clients' feature means and variances
+    pooled, weighted by their training windows (what each client shares is its statistics,
+    never its rows). None when the clients do not standardise."""
+    norms = [c.normalization for c in data.clients]
+    if any(n is None for n in norms):
+        return None
+    w = np.array([len(c.train.y) for c in data.clients], dtype=np.float64)
+    w = w / w.sum()
+    means = np.stack([n.mean for n in norms]).astype(np.float64)
+    second = np.stack([n.std.astype(np.float64) ** 2 + n.mean**2 for n in norms])
+    mean = w @ means
+    std = np.sqrt(np.maximum(w @ second - mean**2, 0.0))
+    std[std == 0] = 1.0
+    return Normalization(mean=mean.astype(np.float32), std=std.astype(np.float32))
+
+
+def raw_windows(client: ClientData, split: str) -> np.ndarray:
+    """A client's windows of ``split`` as they came from the sensors (not standardised)."""
+    x = getattr(client, split).x
+    norm = client.normalization
+    return x if norm is None else (x * norm.std + norm.mean).astype(np.float32)

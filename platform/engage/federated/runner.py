@@ -92,6 +92,10 @@ def _run(loaded, options, observer, bus: FanOut, spool, drainer) -> PipelineResu
                 metrics = _test(loaded, data, sim, rounds, reporter)
         finally:
             session.close()
+        logged = _stages.Logged(0, None, None)
+        if loaded.spec.tracking.registration is not None:
+            with timer.stage("register"):
+                logged = _log_and_register(loaded, data, sim, run, metrics)
         rows = report.verdicts(rounds, data.ids, sim.malicious)
         run.log_text(report.verdict_table(rows), "federated/verdicts.txt")
         bus.send([_message("verdicts", "per-client verdicts\n" + report.verdict_table(rows))])
@@ -106,6 +110,7 @@ def _run(loaded, options, observer, bus: FanOut, spool, drainer) -> PipelineResu
     with timer.stage("tracking", "waiting for MLflow to have every point"):
         drainer.flush(run.local_id, timeout_s=options.drain_timeout_s)
     ids = run.ids()
+    registration = run.registration(logged.register_seq) if logged.register_seq else None
     return PipelineResult(
         ids.run_id or ids.local_id,
         ids.local_id,
@@ -113,9 +118,9 @@ def _run(loaded, options, observer, bus: FanOut, spool, drainer) -> PipelineResu
         loaded.spec.experiment_name,
         run.tracking_uri,
         metrics,
-        None,
-        None,
-        None,
+        logged.decision,
+        registration,
+        run.model_uri(logged.model_seq) if logged.model_seq else None,
         dict(timer.seconds),
         session.info.resources,
         spool.pending_count(run.local_id),
@@ -205,10 +210,17 @@ def _child(run, loaded, result, events: list[Event]) -> None:
 
 
 def _test(loaded, data: FederatedData, sim, rounds, reporter: Reporter) -> dict[str, float]:
-    from engage.federated.simulation import Evaluator, local_training
+    from engage.federated.simulation import (
+        Evaluator,
+        local_training,
+        served_metrics,
+        served_model,
+    )
 
     training = local_training(loaded.spec.federated, loaded.spec.model, data)
     test = Evaluator(training, data, "test")(sim.server.weights)
+    # The served model standardises with the clients' pooled statistics, not each one's own.
+    test |= served_metrics(training, served_model(training, sim.server.weights, data), data)
     last = rounds[-1].metrics if rounds else {}
     flagged = sum(len(r.flagged) for r in rounds)
     rejected = sum(len(r.rejected) for r in rounds)
@@ -220,6 +232,50 @@ def _test(loaded, data: FederatedData, sim, rounds, reporter: Reporter) -> dict[
     reporter.metrics(test, step=len(rounds))
     reporter.flush()
     return {**last, **test, **summary}
+
+
+def _log_and_register(loaded, data: FederatedData, sim, run, metrics: dict) -> Any:
+    """Log the final global model (served on raw windows, standardised with the clients'
+    pooled statistics) with its model card, and register it behind the spec's gate, as the
+    central pipeline does."""
+    import torch
+
+    from engage.federated.partition import raw_windows
+    from engage.federated.simulation import local_training, served_model
+    from engage.runtime._stages import Logged
+    from engage.tracking import decide
+
+    spec = loaded.spec
+    registration = spec.tracking.registration
+    training = local_training(spec.federated, spec.model, data)
+    model = served_model(training, sim.server.weights, data)
+    example = raw_windows(data.clients[0], "test")[:5]
+    with torch.no_grad():
+        output = model(torch.from_numpy(example)).numpy()
+    model_seq = run.log_model(model, input_example=example, output_example=output)
+    run.log_dict(
+        {
+            "features": list(spec.data.features),
+            "target": spec.data.target,
+            "task": data.task,
+            "classes": list(data.classes) if data.classes else None,
+            "window": spec.data.window,
+            "federated": {
+                "clients": data.ids,
+                "rounds": spec.federated.rounds,
+                "normalization": "the clients' training statistics, pooled",
+            },
+        },
+        "model_card/inputs.json",
+    )
+    decision = decide(registration, metrics)
+    run.set_tags({"engage.gate": decision.explain()})
+    if not decision.passed:
+        return Logged(model_seq, None, decision)
+    tags = {"engage.gate": decision.explain(), "engage.federated": "true"}
+    if decision.metric:
+        tags |= {"engage.gate_metric": decision.metric, "engage.gate_direction": decision.direction}
+    return Logged(model_seq, run.register(registration.model_name, model_seq, tags), decision)
 
 
 def _message(name: str, text: str) -> Event:

@@ -134,7 +134,8 @@ class UpdateScorer:
         validation = None
         if self.probe is not None and global_weights is not None and ref.sum() >= MIN_FOR_Z:
             validation = np.asarray(self.probe(global_weights, x), dtype=np.float64)
-        stats = self._statistics(x, ref, validation)
+        n_ref = int(ref.sum())
+        stats = self._statistics(x, ref, validation, n_ref)
         # Second pass: the statistics again without this round's suspects (median and MAD
         # clipping), so a coherent malicious minority pulls neither the centre nor the spread.
         suspects = np.array(
@@ -142,7 +143,7 @@ class UpdateScorer:
         )
         clean = ref & ~suspects
         if clean.sum() >= max(2, (ref.sum() + 1) // 2) and suspects[ref].any():
-            stats = self._statistics(x, clean, validation)
+            stats = self._statistics(x, clean, validation, n_ref)
         out = []
         for i, client in enumerate(clients):
             hist = self._history.setdefault(client, _History())
@@ -222,8 +223,12 @@ class UpdateScorer:
         )
 
     # -- second pass: statistics over the reference updates -----------------------------------
-    def _statistics(self, x: np.ndarray, ref: np.ndarray, validation: np.ndarray | None) -> _Round:
-        c, n_ref = self.config, int(ref.sum())
+    def _statistics(
+        self, x: np.ndarray, ref: np.ndarray, validation: np.ndarray | None, n_ref: int
+    ) -> _Round:
+        """Statistics against the ``ref`` rows; ``n_ref`` (the first pass's reference size)
+        decides which z-scores there are enough updates for."""
+        c = self.config
         zeros = np.zeros(len(x))
         norms = np.linalg.norm(x, axis=1)
         centre = np.median(x[ref], axis=0)

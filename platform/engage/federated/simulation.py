@@ -201,3 +201,34 @@ def to_model(training: LocalTraining, vector: np.ndarray) -> Any:
     model = build_model(training)
     set_vector(model, model_schema(model), vector)
     return model.eval()
+
+
+def served_model(training: LocalTraining, vector: np.ndarray, data: FederatedData) -> Any:
+    """The global model as engage serves models: on raw windows, standardised with the
+    clients' pooled statistics (:func:`engage.federated.partition.pooled_normalization`)."""
+    import torch
+
+    from engage.federated.partition import pooled_normalization
+    from engage.train.models import Standardized
+
+    norm = pooled_normalization(data)
+    features = data.shape.features
+    mean = torch.zeros(features) if norm is None else torch.from_numpy(norm.mean)
+    std = torch.ones(features) if norm is None else torch.from_numpy(norm.std)
+    return Standardized(to_model(training, vector), mean, std).eval()
+
+
+def served_metrics(training: LocalTraining, model: Any, data: FederatedData) -> dict[str, float]:
+    """``served_test_*``: the served model's metrics on every client's raw test windows."""
+    import torch
+
+    from engage.federated.partition import raw_windows
+    from engage.train.evaluate import accumulate, finalize
+
+    x = np.concatenate([raw_windows(c, "test") for c in data.clients])
+    y = np.concatenate([c.test.y for c in data.clients])
+    t = training
+    sums = accumulate(
+        model, torch.from_numpy(x), torch.from_numpy(y), t.task, t.shape.outputs, 4096
+    )
+    return {f"served_{k}": v for k, v in finalize(sums, t.task, "test").items()}
