@@ -58,7 +58,8 @@ def test_keys_then_a_clean_run_and_an_attacked_run(run_engage: Engage, tmp_path:
     assert "boosting" not in clean_out
     assert re.search(r"h0\d boosting .* (flagged|quarantined)", attacked_out), attacked_out
     assert "rejected (" in attacked_out  # in-transit tampering, rejected with reasons
-    assert "fl-occupancy" in clean_out and "fl-occupancy" not in attacked_out
+    assert "fl-occupancy" in clean_out
+    assert "fl-occupancy" not in attacked_out
     with sqlite3.connect(tmp_path / ".engage" / "mlflow.db") as db:
         rounds = db.execute("SELECT COUNT(*) FROM runs WHERE name LIKE 'round-%'").fetchone()[0]
         keys_logged = {r[0] for r in db.execute("SELECT DISTINCT key FROM metrics")}
@@ -70,5 +71,6 @@ def test_keys_then_a_clean_run_and_an_attacked_run(run_engage: Engage, tmp_path:
     assert {"fl_round", "fl_rejected_updates", "val_accuracy", "test_accuracy"} <= keys_logged
     assert "served_test_accuracy" in keys_logged
     # the final global model, registered from the clean run (not from a round's child run)
-    assert len(versions) == 1 and not versions[0][1].startswith("round-"), versions
+    assert len(versions) == 1, versions
+    assert not versions[0][1].startswith("round-"), versions
     assert any(k.startswith("fl_client_score.h0") for k in keys_logged)
