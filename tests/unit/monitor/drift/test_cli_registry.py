@@ -32,6 +32,7 @@ def store(tmp_path_factory, gaussian_reference) -> Iterator[str]:
     uri = (root / "mlruns").as_uri()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 refuses file stores otherwise
+        mp.chdir(root)  # MLflow 3 may create its default ./mlflow.db: keep it out of the repo
         _register(open_client(uri), gaussian_reference.save(root / "reference"))
         yield uri
 
