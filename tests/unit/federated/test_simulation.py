@@ -77,6 +77,7 @@ def test_each_poisoning_attack_is_detected_naming_the_malicious_clients(setup, k
     assert len(malicious) == 2
     caught = [set(r.flagged) for r in rounds[1:]]  # stale free riding needs one past round
     assert any(malicious <= c for c in caught), (malicious, caught)
+    assert all(c == malicious for c in caught), (malicious, caught)  # and no benign client
     for r in rounds:
         assert not (set(r.aggregated) & set(r.flagged))  # flagged updates never aggregated
     rows = {v.client: v for v in report.verdicts(rounds, sim.server.clients, sim.malicious)}
@@ -185,3 +186,36 @@ def test_round_events_carry_scores_per_client_and_rejections_by_reason(setup):
     assert all(e.labels["client"] for e in rejected)
     assert np.isfinite([e.value for e in events if e.kind == "metric"]).all()
     assert Path  # keep the import used by fixtures in other modules
+
+
+def test_without_attacks_no_benign_household_is_flagged(setup):
+    rounds = _run(_sim(setup))
+
+    assert all(not r.flagged for r in rounds), [r.flagged for r in rounds]
+    assert all(0 <= s.score < 1 for r in rounds for s in r.scores)
+    assert all(s.validation != 0 for r in rounds for s in r.scores)  # the probe ran
+
+
+def test_the_served_model_takes_raw_windows_with_the_pooled_statistics(setup):
+    import torch
+
+    from engage.federated.partition import pooled_normalization, raw_windows
+    from engage.federated.simulation import local_training, served_metrics, served_model
+
+    loaded, data, _ = setup
+    norm = pooled_normalization(data)
+    means = np.stack([c.normalization.mean for c in data.clients])
+    raw = raw_windows(data.clients[0], "test")
+    np.testing.assert_allclose(
+        data.clients[0].normalization.apply(raw), data.clients[0].test.x, atol=1e-4
+    )
+    assert np.all((means.min(0) - 1e-4 <= norm.mean) & (norm.mean <= means.max(0) + 1e-4))
+    training = local_training(loaded.spec.federated, loaded.spec.model, data)
+    weights = np.random.default_rng(0).normal(0, 0.1, _sim(setup).server.weights.size)
+
+    model = served_model(training, weights, data)
+
+    with torch.no_grad():
+        out = model(torch.from_numpy(raw[:3]))
+    assert out.shape == (3, data.shape.outputs)
+    assert 0.0 <= served_metrics(training, model, data)["served_test_accuracy"] <= 1.0
