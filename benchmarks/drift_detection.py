@@ -214,8 +214,9 @@ def run(
             spent += time.perf_counter() - t
             if r.error:
                 raise RuntimeError(f"{d.name}: {r.error}")
-            if batch and (r.is_drift if over is None else r.statistic > over):
-                alarms.append(lo + len(chunk) - 1)
+            if batch:
+                if r.is_drift if over is None else r.statistic > over:
+                    alarms.append(lo + len(chunk) - 1)
             elif r.is_drift:
                 alarms += [lo + i for i in r.extra.get("alarms", [r.alarm_index])]
         if stop_after is not None and any(a >= stop_after for a in alarms):
