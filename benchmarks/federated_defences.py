@@ -256,7 +256,10 @@ def _render(pooled: dict, cases: list[tuple[str, str]], total_s: float) -> str:
         "the kNN distance, `cosine_min` 0 on the client's cosine history, `validation_z` 4 "
         "on its validation history, `history_decay` 0.8) were calibrated on benign rounds: "
         "the highest benign score, no attack, is the figure above; under attack it is "
-        f"{max(benign):.2f} at most.",
+        f"{max(benign):.2f} at most. They were calibrated on these same three data sets, so "
+        "other data may see more false positives; the thinnest margin is the direction "
+        "check's, for households whose update is nearly orthogonal to the others' every round "
+        "(a cosine history a little above 0).",
     ]
     return "\n".join(lines)
 
