@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from engage import env_vars
 from engage.errors import TrackingError
@@ -25,12 +30,65 @@ def artifact_root_for(uri: str) -> str | None:
 
 
 def open_client(uri: str):
-    """An MlflowClient bound to ``uri`` (tracking and registry alike), never the global one."""
+    """An MlflowClient bound to ``uri`` (tracking and registry alike), never the global one.
+
+    Its registry calls run with MLflow's process default pinned to ``uri`` (see
+    :func:`pinned_default_uri`): MLflow 3's registry stores look logged models up through a
+    bare ``MlflowClient()``, which would otherwise open (and create) ``./mlflow.db``.
+    """
     from mlflow import MlflowClient
+
+    class _Client(MlflowClient):
+        def _get_registry_client(self):
+            return _Pinned(super()._get_registry_client(), self.tracking_uri)
 
     if uri.startswith("sqlite:///"):
         Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+    return _Client(tracking_uri=uri, registry_uri=uri)
+
+
+_PIN_LOCK = threading.RLock()
+
+
+@contextmanager
+def pinned_default_uri(uri: str) -> Iterator[None]:
+    """MLflow's process-default tracking URI is ``uri`` inside the block, restored after.
+
+    MLflow 3's file registry store reads every model version through ``MlflowClient()``
+    (its own TODO: "rather than relying on global URI"), and its SQL store does so when a
+    version is created from a ``models:/`` source. Without a default that is
+    ``sqlite:///mlflow.db`` in the working directory, created on first use. The private
+    global is set directly, not through ``mlflow.set_tracking_uri``, which would also
+    rewrite (and on restore delete) the user's ``MLFLOW_TRACKING_URI``.
+    """
+    from mlflow.tracking._tracking_service import utils
+
+    with _PIN_LOCK:
+        before = getattr(utils, "_tracking_uri", None)
+        utils._tracking_uri = uri
+        try:
+            yield
+        finally:
+            utils._tracking_uri = before
+
+
+class _Pinned:
+    """A registry client whose every call runs under :func:`pinned_default_uri`."""
+
+    def __init__(self, inner: Any, uri: str) -> None:
+        self._inner, self._uri = inner, uri
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not callable(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with pinned_default_uri(self._uri):
+                return attr(*args, **kwargs)
+
+        return call
 
 
 def ensure_experiment(client, name: str) -> str:

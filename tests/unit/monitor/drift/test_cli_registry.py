@@ -153,3 +153,17 @@ def test_no_store_at_home_is_a_tracking_error_not_a_new_store(tmp_path) -> None:
     assert result.exit_code == 5, result.output
     assert "no MLflow store at" in text
     assert not (empty / "mlflow.db").exists()
+
+
+def test_the_command_leaves_the_working_directory_empty(store, tmp_path, monkeypatch) -> None:
+    # MLflow 3's file registry reads each version through a bare MlflowClient(), whose
+    # default store is ./mlflow.db: engage pins that default to the store it was given.
+    data = _parquet(tmp_path)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+
+    result, _ = _check(store, f"{MODEL}@champion", data)
+
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in cwd.iterdir()) == []
