@@ -1,7 +1,10 @@
-"""``engage drift check``: a table of current data against a model version's reference.
+"""``engage drift check`` and ``engage drift performance``, against a model version's run.
 
-Exit 0: no drift; 8: drift or a data-quality failure; 9: a detector failed or gave no
-verdict. For cron and CI: the exit code is the result, the table is for people.
+``check``: a table of current data against the version's reference. ``performance``:
+served predictions joined to delayed labels, the rolling metric against the training
+baseline (logic in :mod:`engage.monitor.drift.decay`). Exit 0: no drift or decay; 8: drift,
+a data-quality failure or decay; 9: a detector failed or gave no verdict (too few labels).
+For cron and CI: the exit code is the result, the table is for people.
 """
 
 from __future__ import annotations
@@ -90,6 +93,157 @@ def check(
     _guarded(body)
 
 
+@drift_app.command()
+def performance(
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            metavar="NAME[@ALIAS|/VERSION]",
+            help="Registered model: its training run gives the baseline, its serving app "
+            "the predictions.",
+        ),
+    ],
+    labels: Annotated[
+        Path,
+        typer.Option("--labels", help="Delayed labels (.parquet or .csv): request_id, label."),
+    ],
+    predictions: Annotated[
+        Path | None,
+        typer.Option(
+            "--predictions",
+            help="Predictions (.parquet or .csv: request_id, prediction, optional outputs "
+            "and ts) instead of the serving app's samples.sqlite.",
+        ),
+    ] = None,
+    app: Annotated[
+        str | None, typer.Option(help="Serving app whose samples to read (default: from NAME).")
+    ] = None,
+    metric: Annotated[str, typer.Option(help="accuracy (classes) or mae (values).")] = "accuracy",
+    tolerance: Annotated[
+        float, typer.Option(help="Decay: the CI lies entirely this far past the baseline.")
+    ] = 0.02,
+    window: Annotated[int, typer.Option(help="The newest labelled predictions compared.")] = 500,
+    baseline: Annotated[
+        float | None, typer.Option(help="The baseline value, instead of the run's metric.")
+    ] = None,
+    baseline_metric: Annotated[
+        str | None,
+        typer.Option(help="Run metric for the baseline (default: test_, then val_<metric>)."),
+    ] = None,
+    tracking_uri: Annotated[
+        str | None, typer.Option("--tracking-uri", help="MLflow tracking URI; overrides env.")
+    ] = None,
+    home: Annotated[
+        Path | None,
+        typer.Option(
+            "--home", help="Folder for engage's files; default: ENGAGE_HOME or ./.engage."
+        ),
+    ] = None,
+) -> None:
+    """Rolling metric on labelled predictions vs the training baseline; exit 8 on decay."""
+    from engage.cli.main import _guarded, out
+
+    def body() -> None:
+        from engage import env_vars
+        from engage.errors import DataError, DriftCheckError, DriftDetected
+        from engage.monitor.drift import decay
+
+        if metric not in decay.BASELINE_KEYS:
+            raise DataError(f"--metric {metric!r}: expected accuracy or mae")
+        client, version, where = _registered_version(model, tracking_uri, home)
+        found = (
+            ("--baseline", baseline)
+            if baseline is not None
+            else decay.baseline_of(
+                client.get_run(version.run_id).data.metrics, metric, baseline_metric
+            )
+        )
+        folder = env_vars.engage_home(home)
+        served = (
+            decay.read_predictions(predictions)
+            if predictions is not None
+            else decay.read_served(
+                decay.samples_path(folder, version.name, app), version.name, str(version.version)
+            )
+        )
+        pairs = decay.read_labels(labels)
+        ref_outputs = _reference_outputs(client, version, where)
+        report = decay.assess(
+            served, pairs, found, metric=metric, tolerance=tolerance, window=window,
+            reference_outputs=ref_outputs,
+        )  # fmt: skip
+        out.print(f"[bold]{where}[/]: predictions from {served.source}, labels from {labels}")
+        for line in _decay_lines(report, served):
+            out.print(line)
+        if report.result.error:
+            raise DriftCheckError(report.result.error, hint="an error is never read as 'no decay'")
+        if report.decayed:
+            raise DriftDetected(f"performance decay: {_verdict(report)}")
+        out.print(f"[green]✓[/] no decay: {_verdict(report)}")
+
+    _guarded(body)
+
+
+def _reference_outputs(client: Any, version: Any, where: str) -> Any:
+    """The reference's outputs for the label-free proxy; None when the run logged none."""
+    from engage.errors import TrackingError
+
+    try:
+        return _download_reference(client, version, where).outputs
+    except TrackingError:
+        return None
+
+
+def _decay_lines(report: Any, served: Any) -> list[str]:
+    r = report.result
+    lines = [
+        f"joined {report.joined:,} labelled predictions; {report.unmatched_labels:,} label(s) "
+        f"matched no prediction; {report.unlabelled:,} prediction(s) still unlabelled",
+    ]
+    if served.other_versions:
+        lines.append(f"skipped {served.other_versions:,} sample(s) served by other versions")
+    lines.append(f"baseline {report.metric}: {report.baseline:.4g} ({report.baseline_key})")
+    if not r.error:
+        lo, hi = r.extra["ci"]
+        conf = round(100 * r.extra["confidence"])
+        lines.append(
+            f"{report.metric} over the newest {r.n:,}: {r.statistic:.4g} "
+            f"({conf}% CI {lo:.4g} to {hi:.4g}), tolerance {report.tolerance:g}"
+        )
+    p = report.proxy
+    if p is None:
+        lines.append(f"label-free proxy: not computed ({report.proxy_note})")
+    elif p.error:
+        lines.append(f"label-free proxy: error: {p.error}")
+    else:
+        parts = ", ".join(
+            f"{f.feature} {f.statistic:.3g}" + (f" (p {f.p_value:.3g})" if f.p_value is not None else "")
+            + (" [red]shifted[/]" if f.is_drift else "")
+            for f in p.features
+        )  # fmt: skip
+        verdict = "[red]shift[/]" if p.is_drift else "no shift"
+        lines.append(f"label-free proxy (prediction_shift): {verdict}; {parts}")
+    return lines
+
+
+def _verdict(report: Any) -> str:
+    r, m = report.result, report.metric
+    lo, hi = r.extra["ci"]
+    side = "below" if m == "accuracy" else "above"
+    bar = r.threshold
+    where = f"CI {lo:.4g} to {hi:.4g}"
+    if report.decayed:
+        return (
+            f"{m} {r.statistic:.4g} ({where}) lies {side} baseline {report.baseline:.4g} "
+            f"{'-' if m == 'accuracy' else '+'} {report.tolerance:g} = {bar:.4g}"
+        )
+    return (
+        f"{m} {r.statistic:.4g} ({where}) within baseline {report.baseline:.4g} "
+        f"{'-' if m == 'accuracy' else '+'} {report.tolerance:g} = {bar:.4g}"
+    )
+
+
 def _reference(model: str | None, folder: Path | None, tracking_uri, home) -> tuple[Any, str]:
     from engage.errors import DataError
     from engage.monitor.drift import Reference
@@ -105,20 +259,30 @@ def _reference(model: str | None, folder: Path | None, tracking_uri, home) -> tu
 
 def _registered_reference(model: str, tracking_uri, home) -> tuple[Any, str]:
     """Download ``reference/`` from the run that produced the named model version."""
+    client, version, where = _registered_version(model, tracking_uri, home)
+    return _download_reference(client, version, where), where
+
+
+def _registered_version(model: str, tracking_uri, home) -> tuple[Any, Any, str]:
+    """The client, the model version named by NAME[@alias|/version], and how to name it."""
     from engage.cli.models import _client
-    from engage.errors import TrackingError
-    from engage.monitor.drift import Reference
-    from engage.monitor.drift.reference import ARTIFACT_PATH
     from engage.tracking.catalog import ModelRef, get_version
 
     client = _client(tracking_uri, home)
     ref = ModelRef.parse(model)
     version = get_version(client, ref.name, ref.version, ref.alias)
-    where = f"{version.name} version {version.version} (run {version.run_id})"
+    return client, version, f"{version.name} version {version.version} (run {version.run_id})"
+
+
+def _download_reference(client: Any, version: Any, where: str) -> Any:
+    from engage.errors import TrackingError
+    from engage.monitor.drift import Reference
+    from engage.monitor.drift.reference import ARTIFACT_PATH
+
     with tempfile.TemporaryDirectory(prefix="engage-drift-") as tmp:
         try:
             local = client.download_artifacts(version.run_id, ARTIFACT_PATH, tmp)
-            return Reference.load(Path(local)), where
+            return Reference.load(Path(local))
         except Exception as exc:
             raise TrackingError(
                 f"{where} has no usable '{ARTIFACT_PATH}/' artifact: {exc}",

@@ -1,52 +1,21 @@
 """``engage drift check --model NAME@alias`` against a registered model's logged reference.
 
-One file-based MLflow store for the module (a SQLite one costs seconds of schema
-migrations; the command reads the registry the same way through either): a run that
-logged a reference under ``reference/`` as training does, registered as ``sensors`` with
-the alias ``champion``, and a second version whose run logged none. No training: the
-reference is the shared Gaussian one, and the versions point at their runs without a model
-file (the batch path reads only the run's ``reference/`` artifacts).
+The ``store`` fixture (conftest.py) is one file-based MLflow store per module: version 1
+(alias ``champion``) has a logged reference, version 2 (``unmonitored``) none.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 from typer.testing import CliRunner
 
-from engage.monitor.drift.reference import ARTIFACT_PATH
-from engage.tracking.store import ensure_experiment, open_client
+from tests.unit.monitor.drift.conftest import MODEL
 
 main = importlib.import_module("engage.cli.main")
-MODEL = "sensors"
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory, gaussian_reference) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("drift-registry")
-    uri = (root / "mlruns").as_uri()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 refuses file stores otherwise
-        mp.chdir(root)  # MLflow 3 may create its default ./mlflow.db: keep it out of the repo
-        _register(open_client(uri), gaussian_reference.save(root / "reference"))
-        yield uri
-
-
-def _register(client, folder: Path) -> None:
-    experiment = ensure_experiment(client, "drift-cli")
-    with_ref = client.create_run(experiment).info
-    client.log_artifacts(with_ref.run_id, str(folder), ARTIFACT_PATH)
-    without_ref = client.create_run(experiment).info
-    client.create_registered_model(MODEL)
-    for run in (with_ref, without_ref):
-        client.create_model_version(MODEL, f"{run.artifact_uri}/model", run.run_id)
-    client.set_registered_model_alias(MODEL, "champion", "1")
-    client.set_registered_model_alias(MODEL, "unmonitored", "2")
 
 
 def _parquet(tmp_path: Path, shift: float = 0.0) -> Path:
