@@ -42,6 +42,9 @@ def open_client(uri: str):
         def _get_registry_client(self):
             return _Pinned(super()._get_registry_client(), self.tracking_uri)
 
+        def __reduce__(self):  # a local class: pickle (Ray, multiprocessing) rebuilds it by URI
+            return open_client, (uri,)
+
     if uri.startswith("sqlite:///"):
         Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     return _Client(tracking_uri=uri, registry_uri=uri)
