@@ -27,8 +27,8 @@ EXIT_CODES: dict[int, str] = {
     TrackingError.exit_code: "MLflow tracking store or registry refused an operation",
     TrainingError.exit_code: "training failed (worker error, NaN loss)",
     ExportError.exit_code: "model export failed, or an exported file differs from torch above tolerance",
-    DriftDetected.exit_code: "engage drift check: drift or a data-quality failure in the data",
-    DriftCheckError.exit_code: "engage drift check: a detector failed or gave no verdict (NaN p-value)",
+    DriftDetected.exit_code: "engage drift check / performance: drift, a data-quality failure, or performance decay",
+    DriftCheckError.exit_code: "engage drift check / performance: a detector failed or gave no verdict (NaN p-value, too few labels)",
     INTERNAL: "internal error: a bug in engage; the traceback is printed, please report it",
     INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); the MLflow run is marked KILLED",
 }
