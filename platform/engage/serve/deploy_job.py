@@ -26,6 +26,7 @@ def main() -> int:
         home=Path(raw["home"]),
         tracking_uri=raw.get("tracking_uri"),
         address=raw.get("address"),
+        hooks=bool(raw.get("hooks", True)),
     )
     try:
         result = deploy_model(options)

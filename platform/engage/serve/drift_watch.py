@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -122,6 +123,7 @@ class DriftWatcher(SampleConsumer):
         self._policy = policy or DriftPolicy()
         self.versions: dict[tuple[str, str], _Version] = {}
         self.checks = 0
+        self._lock = threading.Lock()  # the sampler's thread and prepare() (a loading one)
 
     @classmethod
     def for_replica(cls, settings: Any, reporter: Reporter) -> DriftWatcher:
@@ -135,8 +137,19 @@ class DriftWatcher(SampleConsumer):
         store = StoreSink(EventStore.open(home), f"serve-{settings.app}", settings.run_id)
         return cls(settings.drift, reporter, mlflow_reference_loader(uri), store, settings.app)
 
+    def prepare(self, model: str, version: str) -> None:
+        """Load the version's reference and fit its detectors now (a replica loading the
+        version calls this before serving it), not on its first sampled request, where the
+        few seconds of CPU it takes would compete with the requests."""
+        with self._lock:
+            self._version(model, version)
+
     # -- the consumer ------------------------------------------------------------------------
     def consume(self, samples: Sequence[Sample]) -> None:
+        with self._lock:
+            self._consume(samples)
+
+    def _consume(self, samples: Sequence[Sample]) -> None:
         for s in samples:
             state = self._version(s.model, s.version)
             if state.unavailable:

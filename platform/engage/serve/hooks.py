@@ -1,4 +1,4 @@
-"""Monitoring hooks of an ingress replica: one report path, two sinks, and drift samples.
+"""Monitoring hooks of a serving replica: one report path, two sinks, and drift samples.
 
 Every answered request becomes events on a :class:`Reporter` whose sinks are the replica's
 Prometheus endpoint (``engage.monitor.serving``, advertised through file discovery) and an
@@ -6,7 +6,11 @@ aggregator that logs a few summary metrics per interval to the deployment's moni
 through the tracking spool. Sampled inputs and predictions go to the :class:`Sampler`,
 whose consumers include the :class:`~engage.serve.drift_watch.DriftWatcher` (live drift
 checks, reported through the same path; the aggregator logs their latest values too).
-All of it runs after the response is sent (a background task), never before it.
+
+None of it runs on a request: the request path appends one tuple to a queue (a
+``deque.append``, well under a microsecond) and the hooks' own thread turns what queued
+into events, samples and Prometheus updates every ``DRAIN_EVERY_S``. Counts and the
+latency histogram are exact; they reach the sinks up to that much later.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +31,9 @@ from engage.spec.models import DriftWatchSpec
 
 _log = logging.getLogger(__name__)
 _RESERVOIR = 2048  # latencies kept per interval for the logged percentiles
+DRAIN_EVERY_S = 0.2  # how often the hooks' thread reports what the requests queued
+_PENDING_MAX = 200_000  # records waiting at most (the oldest go first if the thread stalls)
+_VALUES_PER_REQUEST = 256  # regression values per request put in the value histogram
 
 
 @dataclass(frozen=True)
@@ -134,7 +141,11 @@ class _Aggregate:
 
 
 class ServingHooks:
-    """What an ingress replica reports through: metrics endpoint, monitoring run, sampler."""
+    """What a serving replica reports through: metrics endpoint, monitoring run, sampler.
+
+    ``request``, ``predicted``, ``batched`` and ``traffic`` only queue a record; the
+    ``engage-serve-hooks`` thread reports them (see the module docstring).
+    """
 
     def __init__(self, settings: HookSettings, replica: str) -> None:
         from prometheus_client import CollectorRegistry, start_http_server
@@ -162,16 +173,21 @@ class ServingHooks:
         self._spool = self._drainer = self._aggregate = None
         if settings.run_local_id:
             self._open_run(home, settings, sinks)
-        # Flushed by each hook call itself: nothing waits in a buffer between requests.
-        self.reporter = Reporter(
-            FanOut(_Observe(s) for s in sinks), max_batch=10_000, max_age_s=3600
-        )
+        self._fanout = FanOut(_Observe(s) for s in sinks)
+        # Flushed by the hooks' thread after each drain: nothing waits in a buffer longer.
+        self.reporter = Reporter(self._fanout, max_batch=100_000, max_age_s=3600)
+        self._labelled: dict[tuple, Reporter] = {}
         folder = home / "serve" / settings.app
         consumers = make_consumers(settings.consumers, folder)
         self.drift_watcher = self._watcher(settings)
         if self.drift_watcher is not None:
             consumers.append(self.drift_watcher)
         self.sampler = Sampler(consumers, settings.sample_rate, settings.sample_queue).start()
+        self._pending: deque[tuple] = deque(maxlen=_PENDING_MAX)
+        self._drain_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="engage-serve-hooks", daemon=True)
+        self._thread.start()
 
     def _watcher(self, settings: HookSettings):
         """The live drift checks, when enabled (a broken store must not stop serving)."""
@@ -180,7 +196,9 @@ class ServingHooks:
         from engage.serve.drift_watch import DriftWatcher
 
         try:
-            return DriftWatcher.for_replica(settings, self.reporter)
+            # Its own Reporter: it reports from the sampler's thread.
+            reporter = Reporter(self._fanout, max_batch=10_000, max_age_s=3600)
+            return DriftWatcher.for_replica(settings, reporter)
         except Exception as exc:
             _log.warning("live drift checks are off: %s", exc)
             return None
@@ -202,47 +220,103 @@ class ServingHooks:
     def url(self) -> str:
         return f"http://{self.address}/metrics"
 
+    def prepare(self, target) -> None:
+        """A replica is about to serve ``target``: fit its drift detectors now (see
+        DriftWatcher.prepare); a failure is the watcher's to report, not a reason to stop."""
+        if self.drift_watcher is not None:
+            try:
+                self.drift_watcher.prepare(target.name, target.version)
+            except Exception as exc:
+                _log.warning("drift detectors of %s not prepared: %s", target.label, exc)
+
+    # -- the request path: one append each ---------------------------------------------------
     def request(self, route: str, status: int, seconds: float) -> None:
         """Latency and status of one answered request (any route, any status)."""
-        reporter = self.reporter.with_labels(route=route, status=str(status))
-        reporter.metric("request_seconds", seconds)
-        reporter.flush()
+        self._pending.append((_REQUEST, route, status, seconds))
 
     def predicted(
-        self, target, ids: Sequence[str], x: np.ndarray, out: np.ndarray, labels: list, batch: int
+        self, target, ids: Sequence[str], x: np.ndarray, out: np.ndarray, labels: list
     ) -> None:
-        """Prediction distribution, batch size and drift samples of one answered request."""
-        reporter = self.reporter.with_labels(version=target.version)
-        reporter.metric("batch_size", float(batch))
-        if target.classes:
-            for cls, n in Counter(labels).items():
-                by_class = reporter.with_labels(**{"class": str(cls)})
-                by_class.metric("predictions", float(n))
-                by_class.flush()
-        else:
-            for value in out.reshape(-1)[:256]:
-                reporter.metric("prediction_value", float(value))
-        at = time.time()
-        dropped = self.sampler.offer(
-            [
-                Sample(rid, x[i], out[i].tolist(), labels[i], target.name, target.version, at)
-                for i, rid in enumerate(ids)
-            ]
-        )
-        if dropped:
-            reporter.metric("samples_dropped", float(dropped))
-        reporter.flush()
+        """Prediction distribution and drift samples of one answered request."""
+        self._pending.append((_PREDICTED, target, ids, x, out, labels))
+
+    def batched(self, size: int) -> None:
+        """One model call and how many requests it combined."""
+        self._pending.append((_BATCH, size))
 
     def traffic(self, routes) -> None:
         """The share of traffic each served version gets (after every route change)."""
-        for r in routes:
-            reporter = self.reporter.with_labels(version=r.target.version)
-            reporter.metric("traffic_share", r.weight)
-            reporter.flush()
+        self._pending.append((_TRAFFIC, tuple(routes)))
+
+    # -- the hooks' thread -------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.wait(DRAIN_EVERY_S):
+            try:
+                self.drain()
+            except Exception:  # a failing sink must not end the reporting
+                _log.exception("serving hooks: reporting failed")
+
+    def _rep(self, **labels: str) -> Reporter:
+        key = tuple(sorted(labels.items()))
+        rep = self._labelled.get(key)
+        if rep is None:
+            rep = self._labelled[key] = self.reporter.with_labels(**labels)
+        return rep
+
+    def drain(self) -> int:
+        """Report every queued record now; returns how many there were."""
+        with self._drain_lock:
+            pending, n = self._pending, len(self._pending)
+            classes: Counter = Counter()
+            for _ in range(n):
+                record = pending.popleft()
+                kind = record[0]
+                if kind is _REQUEST:
+                    _, route, status, seconds = record
+                    self._rep(route=route, status=str(status)).metric("request_seconds", seconds)
+                elif kind is _PREDICTED:
+                    self._predicted(*record[1:], classes)
+                elif kind is _BATCH:
+                    self._rep().metric("batch_size", float(record[1]))
+                elif kind is _TRAFFIC:
+                    for r in record[1]:
+                        self._rep(version=r.target.version).metric("traffic_share", r.weight)
+            for (version, cls), count in classes.items():
+                self._rep(version=version, **{"class": cls}).metric("predictions", float(count))
+            for rep in self._labelled.values():
+                rep.flush()
+            return n
+
+    def _predicted(self, target, ids, x, out, labels, classes: Counter) -> None:
+        if target.classes:
+            for label in labels:
+                classes[(target.version, str(label))] += 1
+        else:
+            rep = self._rep(version=target.version)
+            for value in out.reshape(-1)[:_VALUES_PER_REQUEST]:
+                rep.metric("prediction_value", float(value))
+        rows = self.sampler.pick(len(ids))
+        if not rows:
+            return
+        at = time.time()
+        dropped = self.sampler.put(
+            [
+                Sample(ids[i], x[i], out[i].tolist(), labels[i], target.name, target.version, at)
+                for i in rows
+            ]
+        )
+        if dropped:
+            self._rep(version=target.version).metric("samples_dropped", float(dropped))
 
     def close(self) -> None:
         from engage.monitor.discovery import unregister_target
 
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+        try:
+            self.drain()
+        except Exception as exc:
+            _log.warning("serving hooks: last report failed: %s", exc)
         unregister_target(Path(self.settings.home), self._job, self._target_id)
         self.sampler.stop()
         if self._aggregate is not None:
@@ -250,6 +324,9 @@ class ServingHooks:
         if self._drainer is not None:
             self._drainer.stop(final_drain_s=2.0)
         self._server.shutdown()
+
+
+_REQUEST, _PREDICTED, _BATCH, _TRAFFIC = "request", "predicted", "batch", "traffic"
 
 
 class _Observe:

@@ -132,11 +132,22 @@ def _card(run_id: str | None, tracking_uri: str) -> dict[str, Any]:
 
 
 def load(target: ModelTarget, cache: Path) -> Any:
-    """The torch module of ``target``, from a local copy of its artifacts (in eval mode)."""
+    """The torch module of ``target``, from a local copy of its artifacts (in eval mode).
+
+    Replicas of one host share the copy; a file lock keeps one from reading what another
+    is still writing.
+    """
+    import fcntl
+
     import mlflow.pytorch
 
     dst = cache / f"{target.name}-{target.version}"
     dst.mkdir(parents=True, exist_ok=True)
-    local = _download(target.source, target.tracking_uri, dst=str(dst))
-    # A torch.export graph: already in inference mode (and it refuses .eval()).
-    return mlflow.pytorch.load_model(local)
+    with (cache / f"{target.name}-{target.version}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            local = _download(target.source, target.tracking_uri, dst=str(dst))
+            # A torch.export graph: already in inference mode (and it refuses .eval()).
+            return mlflow.pytorch.load_model(local)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -1,13 +1,15 @@
-"""Which model versions an app's ingress sends requests to, and in what shares.
+"""Which model versions an app's replicas answer with, and in what shares.
 
-Each model version runs as its own Serve application (``<app>--v<version>``, no HTTP
-route); the ingress routes by weight, deterministically per request id. The table lives in
-a detached actor per app that every ingress replica polls, so a rollout or a canary change
-never restarts the ingress: the new version starts, the table moves, the old one drains.
+An app is one Serve deployment whose replicas hold the routed versions in-process and pick
+one per request by weight, deterministically per request id. The table lives in a detached
+actor per app that every replica polls, so a rollout or a canary change never restarts a
+replica: each loads the new version next to the one it serves, swaps in one assignment
+and acknowledges the table's generation; the deploy returns once every replica has.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass
 
@@ -20,7 +22,6 @@ NAMESPACE = "engage-serve"
 class Route:
     """One served version and its share of the traffic."""
 
-    model_app: str  # the Serve application running this version
     target: ModelTarget
     weight: float
     role: str  # "primary" or "canary"
@@ -49,32 +50,47 @@ def bucket(request_id: str) -> float:
     return int.from_bytes(h, "big") / 2**64
 
 
-def model_app_name(app: str, version: str) -> str:
-    return f"{app}--v{version}"
-
-
 def table_actor_name(app: str) -> str:
     return f"routes:{app}"
 
 
 class RouteTableActor:
-    """A detached actor body holding one app's current table (set by the CLI, read by replicas)."""
+    """A detached async actor body holding one app's current table (set by the CLI, followed
+    by the replicas with long polls: ``wait`` answers at once when the caller is behind,
+    else when the table changes or after ``timeout_s``)."""
 
     def __init__(self) -> None:
+        import asyncio
+
         self._table = RouteTable(0, ())
         self._acks: dict[str, int] = {}
+        self._changed = asyncio.Event()
 
-    def set(self, routes: tuple[Route, ...]) -> int:
+    async def set(self, routes: tuple[Route, ...]) -> int:
+        import asyncio
+
         self._table = RouteTable(self._table.generation + 1, tuple(routes))
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
         return self._table.generation
 
-    def get(self, replica: str = "", applied: int = 0) -> RouteTable:
+    async def get(self, replica: str = "", applied: int = 0) -> RouteTable:
         if replica:
             self._acks[replica] = applied
         return self._table
 
-    def acked(self) -> dict[str, int]:
-        """Per ingress replica, the generation it routes by."""
+    async def wait(self, replica: str, applied: int, timeout_s: float) -> RouteTable:
+        """The table once it is not generation ``applied`` (what ``replica`` answers by)."""
+        import asyncio
+
+        self._acks[replica] = applied
+        if self._table.generation == applied:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout_s)
+        return self._table
+
+    async def acked(self) -> dict[str, int]:
+        """Per replica, the generation it answers by."""
         return dict(self._acks)
 
 

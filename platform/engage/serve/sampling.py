@@ -143,10 +143,19 @@ class Sampler:
 
     def offer(self, samples: Sequence[Sample]) -> int:
         """Queue a ``rate`` share of ``samples`` without blocking; returns how many dropped."""
+        return self.put([samples[i] for i in self.pick(len(samples))])
+
+    def pick(self, n: int) -> list[int]:
+        """Which of ``n`` rows the rate selects: drawn before any :class:`Sample` is built."""
+        if self.rate >= 1.0:
+            return list(range(n))
+        draw, rate = self._random.random, self.rate
+        return [i for i in range(n) if draw() < rate]
+
+    def put(self, samples: Sequence[Sample]) -> int:
+        """Queue ``samples`` (already picked) without blocking; returns how many dropped."""
         dropped = 0
         for s in samples:
-            if self.rate < 1.0 and self._random.random() >= self.rate:
-                continue
             try:
                 self._queue.put_nowait(s)
             except queue.Full:

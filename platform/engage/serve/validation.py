@@ -203,7 +203,10 @@ def _json_type(value: Any) -> str:
 
 
 def check_finite(x: np.ndarray) -> None:
-    bad = np.argwhere(~np.isfinite(x))
+    finite = np.isfinite(x)
+    if finite.all():
+        return
+    bad = np.argwhere(~finite)
     if len(bad):
         i, j, k = (int(v) for v in bad[0])
         value = float(x[i, j, k])

@@ -10,7 +10,7 @@ def _route(version: str, weight: float) -> Route:
     target = ModelTarget(
         "m", version, "file:///x", None, "sqlite://", {}, ("a", "b"), "classification"
     )
-    return Route(f"app--v{version}", target, weight, "primary")
+    return Route(target, weight, "primary")
 
 
 def test_same_request_id_same_version():
