@@ -12,6 +12,14 @@ event (``EngageDriftDetected`` or ``EngageDriftCheckFailed``), which it also rec
 event store. A failed detector or a NaN p-value is a failed check, never "no drift": the
 drift state is left as it was and ``EngageDriftCheckFailed`` fires.
 
+Predictions get the same treatment (the label-free proxy of performance decay): the
+latest ``prediction_window`` sampled outputs of a version are compared, at each check,
+with the training outputs its reference holds
+(:func:`~engage.monitor.drift.performance.prediction_shift`: predicted-class or value
+shift, confidence drop), reported as detector ``prediction_shift`` and alerted as
+``EngagePredictionShift``; a version whose reference has no outputs is checked on inputs
+only.
+
 Resolution has hysteresis: online detectors restart after an alarm, so one clean check in
 the middle of a drift is expected; the alert resolves after ``CLEAR_AFTER_CHECKS`` clean
 checks in a row.
@@ -24,6 +32,7 @@ import math
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from engage.monitor.drift import DriftDecision, DriftPolicy, DriftResult, Reference, make_detector
+from engage.monitor.drift.performance import prediction_shift
 from engage.runtime.reporting import Event, Reporter
 from engage.serve.sampling import Sample, SampleConsumer
 from engage.spec.models import DriftWatchSpec
@@ -40,6 +50,8 @@ _log = logging.getLogger(__name__)
 
 DRIFT_RULE = "EngageDriftDetected"
 FAILED_RULE = "EngageDriftCheckFailed"
+SHIFT_RULE = "EngagePredictionShift"
+PROXY = "prediction_shift"  # the detector label of the proxy's gauges
 CLEAR_AFTER_CHECKS = 3
 
 # (model, version) -> the version's reference, or None when its run logged none.
@@ -85,6 +97,10 @@ class _Version:
     failed: bool = False
     clean: int = 0
     features: tuple[str, ...] = ()
+    outputs: deque = field(default_factory=deque)  # latest sampled predictions (bounded)
+    shifting: bool = False
+    shift_clean: int = 0
+    shift_features: tuple[str, ...] = ()
 
 
 class DriftWatcher(SampleConsumer):
@@ -156,6 +172,8 @@ class DriftWatcher(SampleConsumer):
                 continue
             state.seen += 1
             state.pending.append(np.asarray(s.inputs, dtype=np.float64))
+            if self.spec.prediction_shift:
+                state.outputs.append(s.prediction)
             if len(state.pending) >= self.spec.check_every and state.seen >= self.spec.min_samples:
                 windows, state.pending = state.pending, []
                 self.check(state, np.stack(windows))
@@ -164,7 +182,8 @@ class DriftWatcher(SampleConsumer):
         key = (model, version)
         state = self.versions.get(key)
         if state is None:
-            state = self.versions[key] = _Version(model, version)
+            window = self.spec.prediction_window
+            state = self.versions[key] = _Version(model, version, outputs=deque(maxlen=window))
             self._fit(state)
         return state
 
@@ -206,10 +225,42 @@ class DriftWatcher(SampleConsumer):
             results = [d.check(windows) for d in state.detectors]
         n_features = len(state.reference.features) if state.reference is not None else 0
         decision = self._policy.decide(results, n_features)
+        proxy = self._proxy(state)
         self.checks += 1
-        self._gauges(state, results)
-        self._transition(state, decision, results)
+        checked = [*results, *([proxy] if proxy is not None else [])]
+        self._gauges(state, checked)
+        self._failed(state, decision, checked)
+        if not decision.is_error:  # no verdict: the drift state stays as it was
+            self._transition(state, decision, results)
+        if proxy is not None and proxy.error is None:
+            self._shift(state, proxy)
         return decision
+
+    def _proxy(self, state: _Version) -> DriftResult | None:
+        """The label-free proxy over the latest sampled predictions; None: not checked now."""
+        ref = state.reference.outputs if state.reference is not None else None
+        if not self.spec.prediction_shift or ref is None:
+            return None
+        if len(state.outputs) < self.spec.prediction_window:
+            return None
+        try:
+            outputs = np.asarray(list(state.outputs), dtype=np.float64)
+            outputs = outputs.reshape(len(outputs), -1)
+            if outputs.shape[1] != ref.shape[1]:
+                raise ValueError(
+                    f"predictions have {outputs.shape[1]} output(s), the reference {ref.shape[1]}"
+                )
+            if not np.isfinite(outputs).all():
+                raise ValueError("non-finite values in the sampled predictions")
+            task = "classification" if ref.shape[1] > 1 else "regression"
+            p_val = self.spec.prediction_p_value
+            result = prediction_shift(ref, outputs, task, p_val=p_val)
+        except Exception as exc:
+            return DriftResult.failed(PROXY, f"{type(exc).__name__}: {exc}", len(state.outputs))
+        values = [result.statistic, *(v for f in result.features for v in (f.statistic, f.p_value))]
+        if any(v is not None and not math.isfinite(v) for v in values):
+            return DriftResult.failed(PROXY, "NaN p-value or statistic", result.n)
+        return result
 
     def _gauges(self, state: _Version, results: Sequence[DriftResult]) -> None:
         base = {"model": state.model, "version": state.version}
@@ -232,20 +283,28 @@ class DriftWatcher(SampleConsumer):
         reporter.metric(name, float(value))
         reporter.flush()
 
-    def _transition(
-        self, state: _Version, decision: DriftDecision, results: Sequence[DriftResult]
+    def _failed(
+        self, state: _Version, decision: DriftDecision, checked: Sequence[DriftResult]
     ) -> None:
-        if decision.is_error:  # no verdict: the drift state stays as it was
+        """EngageDriftCheckFailed: fires when the inputs' or the proxy's check has no verdict,
+        resolves when both have one again (``checked``: every result of this check)."""
+        reasons = [decision.reason] if decision.is_error else []
+        proxy = [r for r in checked if r.detector == PROXY and r.error is not None]
+        reasons += [f"{PROXY}: {r.error}" for r in proxy]
+        if reasons:
             if not state.failed:
-                failed = sum(r.error is not None for r in results) or len(results)
-                summary = f"drift check of {self._served(state)} failed: {decision.reason}"
+                failed = sum(r.error is not None for r in checked) or len(checked)
+                summary = f"drift check of {self._served(state)} failed: {'; '.join(reasons)}"
                 self._alert(state, FAILED_RULE, "firing", "warning", summary, (), float(failed))
             state.failed = True
-            return
-        if state.failed:
+        elif state.failed:
             summary = f"drift checks of {self._served(state)} run again"
             self._alert(state, FAILED_RULE, "resolved", "warning", summary, (), 0.0)
             state.failed = False
+
+    def _transition(
+        self, state: _Version, decision: DriftDecision, results: Sequence[DriftResult]
+    ) -> None:
         if decision.alert:
             state.clean = 0
             new = tuple(sorted(set(state.features) | set(decision.features)))
@@ -262,6 +321,30 @@ class DriftWatcher(SampleConsumer):
                 summary = f"no input drift of {self._served(state)} for {state.clean} checks"
                 self._alert(state, DRIFT_RULE, "resolved", "warning", summary, state.features, 0.0)
                 state.drifting, state.features, state.clean = False, (), 0
+
+    def _shift(self, state: _Version, result: DriftResult) -> None:
+        """EngagePredictionShift: fires on a shift (or when other proxies move too), resolves
+        after ``CLEAR_AFTER_CHECKS`` clean checks in a row, like input drift."""
+        if result.is_drift:
+            state.shift_clean = 0
+            new = tuple(sorted(set(state.shift_features) | set(result.drifted_features)))
+            if not state.shifting or new != state.shift_features:
+                state.shifting, state.shift_features = True, new
+                summary = (
+                    f"prediction shift in {', '.join(new)} of {self._served(state)}: "
+                    f"{_moved(result)} over the last {result.n} sampled predictions"
+                )
+                self._alert(state, SHIFT_RULE, "firing", "warning", summary, new, result.statistic)
+            return
+        if state.shifting:
+            state.shift_clean += 1
+            if state.shift_clean >= CLEAR_AFTER_CHECKS:
+                summary = (
+                    f"no prediction shift of {self._served(state)} for {state.shift_clean} checks"
+                )
+                features = state.shift_features
+                self._alert(state, SHIFT_RULE, "resolved", "warning", summary, features, 0.0)
+                state.shifting, state.shift_features, state.shift_clean = False, (), 0
 
     # -- events ------------------------------------------------------------------------------
     def _served(self, state: _Version) -> str:
@@ -306,6 +389,19 @@ class DriftWatcher(SampleConsumer):
     def _record(self, event: Event) -> None:
         if self._store is not None:
             self._store.emit([event])
+
+
+def _moved(r: DriftResult) -> str:
+    """Which proxies moved and by how much, for an alert summary."""
+    parts = []
+    for f in r.features:
+        if not f.is_drift:
+            continue
+        if f.feature == "confidence_drop":
+            parts.append(f"mean confidence fell by {f.statistic:.3f} (limit {f.threshold:g})")
+        else:
+            parts.append(f"{f.feature} distribution moved (p={f.p_value:.2g} < {f.threshold:g})")
+    return "; ".join(parts)
 
 
 def _all_features(r: DriftResult):

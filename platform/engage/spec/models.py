@@ -296,6 +296,26 @@ class DriftWatchSpec(StrictModel):
     min_samples: int = Field(
         50, ge=1, le=1_000_000, description="sampled windows of a version before its first check"
     )
+    prediction_shift: bool = Field(
+        True,
+        description="also check the sampled predictions against the reference's training "
+        "outputs (label-free proxy of performance decay: predicted-class or value shift, "
+        "confidence drop); skipped for a version whose reference holds no outputs",
+    )
+    prediction_window: int = Field(
+        200,
+        ge=30,
+        le=100_000,
+        description="latest sampled predictions of a version compared with the reference "
+        "outputs at each check (the proxy waits until this many have been sampled)",
+    )
+    prediction_p_value: float = Field(
+        0.001,
+        gt=0.0,
+        lt=1.0,
+        description="p-value below which the predicted-class (chi-square) or value (KS) "
+        "distribution counts as shifted; low, as overlapping windows are tested every check",
+    )
 
     @field_validator("detectors")
     @classmethod

@@ -16,7 +16,7 @@ from engage.monitor.serving import ServingMetrics
 from engage.monitor.store import EventStore
 from engage.monitor.store_sink import StoreSink
 from engage.runtime.reporting import FanOut, Reporter
-from engage.serve.drift_watch import DRIFT_RULE, FAILED_RULE, DriftWatcher
+from engage.serve.drift_watch import DRIFT_RULE, FAILED_RULE, PROXY, SHIFT_RULE, DriftWatcher
 from engage.serve.sampling import Sample
 from engage.spec.models import DriftWatchSpec
 
@@ -249,3 +249,132 @@ def test_the_monitoring_run_gets_drift_metrics_and_an_alert_tag(watched):
     assert run.metrics["drift_checks_drift"] >= 1
     assert run.metrics["drift_statistic_cusum_temperature"] >= 1.0
     assert run.tags[f"engage.alert.{DRIFT_RULE}"].startswith("firing: input drift in temperature")
+
+
+# -- the label-free proxy: sampled predictions against the reference's training outputs -----
+def _logits(n: int, share_one: float, seed: int, margin: float = 2.0) -> np.ndarray:
+    """Two-class logits: ``share_one`` of the rows predict class 1, by about ``margin``."""
+    rng = np.random.default_rng(seed)
+    ones = rng.random(n) < share_one
+    gap = margin * np.exp(rng.normal(0.0, 0.25, n))  # > 0: the class is as drawn
+    return np.stack([np.where(ones, 0.0, gap), np.where(ones, gap, 0.0)], axis=1)
+
+
+def _with_predictions(samples: list[Sample], logits: np.ndarray) -> list[Sample]:
+    return [
+        replace(s, prediction=[float(v) for v in row])
+        for s, row in zip(samples, logits, strict=True)
+    ]
+
+
+def _proxy_watcher(tmp_path, outputs: np.ndarray | None, spec: DriftWatchSpec = SPEC):
+    registry = CollectorRegistry()
+    recorder = _Recorder(ServingMetrics(registry, "app", "run1", "r0"))
+    store = EventStore.open(tmp_path)
+    reference = replace(population().reference, outputs=outputs)
+    sink = StoreSink(store, "serve-app", "run1")
+    watcher = DriftWatcher(spec, Reporter(FanOut([recorder])), lambda m, v: reference, sink, "app")
+    return watcher, recorder, registry, store
+
+
+def _shift_alerts(recorder: _Recorder) -> list[dict]:
+    return [a for a in recorder.alerts() if a["rule"] == SHIFT_RULE]
+
+
+def test_in_distribution_predictions_raise_no_prediction_shift(tmp_path):
+    watcher, recorder, registry, store = _proxy_watcher(tmp_path, _logits(2000, 0.3, seed=20))
+    x = make_stream("no_drift", seed=21, n=1500).x
+
+    _feed(watcher, _with_predictions(_samples(x), _logits(1500, 0.3, seed=22)))
+
+    assert watcher.checks == 30
+    assert recorder.alerts() == []
+    assert store.open_alerts() == []
+    assert _gauge(registry, PROXY) == 0.0
+    confidence = registry.get_sample_value(
+        "engage_drift_statistic",
+        {"job": "app", "run_id": "run1", "replica": "r0", "version": "1"}
+        | {"detector": PROXY, "feature": "confidence_drop"},
+    )
+    assert confidence is not None
+    assert abs(confidence) < 0.05
+
+
+def test_a_shifted_predicted_class_fires_then_resolves_after_clean_checks(tmp_path):
+    watcher, recorder, registry, store = _proxy_watcher(tmp_path, _logits(2000, 0.3, seed=23))
+    x = make_stream("no_drift", seed=24, n=1600).x  # inputs unchanged: only predictions move
+    logits = np.concatenate(
+        [_logits(400, 0.3, seed=25), _logits(400, 0.9, seed=26), _logits(800, 0.3, seed=27)]
+    )
+    samples = _with_predictions(_samples(x), logits)
+
+    _feed(watcher, samples[:800])
+    fired = _shift_alerts(recorder)
+    during = _gauge(registry, PROXY)
+    (open_alert,) = store.open_alerts()
+    _feed(watcher, samples[800:])
+
+    assert [a["state"] for a in fired] == ["firing"]
+    assert fired[0]["features"] == ["predicted_class"]
+    assert f"{MODEL}/1" in fired[0]["summary"]
+    assert "predicted_class" in fired[0]["summary"]
+    assert fired[0]["labels"] == {"model": MODEL, "version": "1"}
+    assert during == 1.0
+    assert (open_alert.rule, open_alert.labels) == (SHIFT_RULE, {"model": MODEL, "version": "1"})
+    assert [a["state"] for a in _shift_alerts(recorder)] == ["firing", "resolved"]
+    assert [a for a in recorder.alerts() if a["rule"] != SHIFT_RULE] == []  # not input drift
+    assert store.open_alerts() == []
+    assert _gauge(registry, PROXY) == 0.0
+    assert _gauge(registry, "cusum") == 0.0
+
+
+def test_a_confidence_drop_alone_fires_naming_it(tmp_path):
+    watcher, recorder, *_ = _proxy_watcher(tmp_path, _logits(2000, 0.3, seed=28))
+    x = make_stream("no_drift", seed=29, n=400).x
+    unsure = _logits(400, 0.3, seed=30, margin=0.3)  # same classes, far less confident
+
+    _feed(watcher, _with_predictions(_samples(x), unsure))
+
+    (alert,) = _shift_alerts(recorder)
+    assert alert["features"] == ["confidence_drop"]
+    assert "confidence fell" in alert["summary"]
+
+
+def test_a_reference_without_outputs_skips_the_proxy_without_error(tmp_path):
+    watcher, recorder, registry, store = _proxy_watcher(tmp_path, None)
+    x = make_stream("no_drift", seed=31, n=500).x
+
+    _feed(watcher, _with_predictions(_samples(x), _logits(500, 0.95, seed=32)))
+
+    assert watcher.checks == 10
+    assert recorder.alerts() == []
+    assert store.open_alerts() == []
+    assert _gauge(registry, PROXY) is None
+    assert _gauge(registry, "cusum") == 0.0
+
+
+def test_the_proxy_can_be_turned_off(tmp_path):
+    spec = DriftWatchSpec(check_every=50, min_samples=50, ert=100_000.0, prediction_shift=False)
+    watcher, recorder, registry, _ = _proxy_watcher(tmp_path, _logits(2000, 0.3, seed=33), spec)
+    x = make_stream("no_drift", seed=34, n=500).x
+
+    _feed(watcher, _with_predictions(_samples(x), _logits(500, 0.95, seed=35)))
+
+    assert recorder.alerts() == []
+    assert _gauge(registry, PROXY) is None
+    assert len(watcher.versions[(MODEL, "1")].outputs) == 0
+
+
+def test_a_failing_proxy_is_a_failed_check_never_no_shift(tmp_path):
+    watcher, recorder, registry, store = _proxy_watcher(tmp_path, _logits(2000, 0.3, seed=36))
+    x = make_stream("no_drift", seed=37, n=300).x
+    three = np.zeros((300, 3))  # three outputs per prediction; the reference has two
+
+    _feed(watcher, _with_predictions(_samples(x), three))
+
+    (alert,) = recorder.alerts()
+    assert (alert["rule"], alert["state"]) == (FAILED_RULE, "firing")
+    assert PROXY in alert["summary"]
+    assert math.isnan(_gauge(registry, PROXY))
+    assert _gauge(registry, "cusum") == 0.0
+    assert [a.rule for a in store.open_alerts()] == [FAILED_RULE]
