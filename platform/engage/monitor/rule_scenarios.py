@@ -18,6 +18,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from engage.monitor.rules import PREDICTION_SHIFT_DETECTOR as _PROXY
 from engage.monitor.series import Labels, labels_of
 
 INTERVAL_S = 60.0
@@ -75,6 +76,7 @@ ALL_RULES = (
     "EngageFederatedClientQuarantined",
     "EngageFederatedGlobalMetricDrop",
     "EngageDriftDetected",
+    "EngagePredictionShift",
     "EngageDriftCheckFailed",
 )
 
@@ -265,6 +267,27 @@ SCENARIOS: tuple[Scenario, ...] = (
             Expect(_m(2), "EngageDriftCheckFailed", ((_run("serve-c"), 1.0),)),
             Expect(_m(3), "EngageDriftCheckFailed", ((_run("serve-c"), 1.0),)),
             Expect(_m(4), "EngageDriftCheckFailed"),
+        ),
+    ),
+    Scenario(
+        "prediction shift: the label-free proxy fires its own alert, never EngageDriftDetected, "
+        "and a failed proxy is a failed check",
+        (
+            _s("engage_drift_detected", "serve-p", [0, 0, 1, 1, 1, 1, 0, 0], detector=_PROXY),
+            _s("engage_drift_detected", "serve-p", [0] * 8, detector="cusum"),
+            _s("engage_drift_detected", "serve-q", [0] * 8, detector=_PROXY),
+            _s("engage_drift_detected", "serve-q", [0, 0, 0, 0, 1, 1, 1, 1], detector="cusum"),
+            _s("engage_drift_detected", "serve-r", [0, NAN, NAN, 0, 0, 0, 0, 0], detector=_PROXY),
+        ),
+        (
+            Expect(_m(2), "EngagePredictionShift"),  # pending for 1 min
+            Expect(_m(3), "EngagePredictionShift", ((_run("serve-p"), 1.0),)),
+            Expect(_m(5), "EngagePredictionShift", ((_run("serve-p"), 1.0),)),
+            Expect(_m(6), "EngagePredictionShift"),
+            Expect(_m(3), "EngageDriftDetected"),  # the proxy alone is not input drift
+            Expect(_m(6), "EngageDriftDetected", ((_run("serve-q"), 1.0),)),
+            Expect(_m(2), "EngageDriftCheckFailed", ((_run("serve-r"), 1.0),)),
+            Expect(_m(3), "EngageDriftCheckFailed"),
         ),
     ),
 )

@@ -49,6 +49,9 @@ FL_METRIC_DROP = 0.05  # the global model's val_accuracy this far below its rece
 FL_METRIC_WINDOW_S = 600.0  # ...over this window
 DRIFT_DETECTED = 1.0  # engage_drift_detected of a detector whose latest check found drift
 DRIFT_FAILED_DETECTORS = 1.0  # detectors without a verdict (NaN) at which checks "failed"
+# The label-free performance proxy reports through the drift gauges under this detector
+# label; it has its own alert (EngagePredictionShift), so EngageDriftDetected leaves it out.
+PREDICTION_SHIFT_DETECTOR = "prediction_shift"
 
 _TRAINING = '(max by (job, run_id) (engage_stage{stage="train"}) == 1)'
 _TEMPLATE_PART = re.compile(r"{{\s*(.*?)\s*}}")
@@ -179,8 +182,17 @@ def _fl_metric_drop(view: SeriesBuffer, now: float) -> Vector:
 
 
 def _drift_detected(view: SeriesBuffer, now: float) -> Vector:
-    detected = max_by(view.instant("engage_drift_detected", now))
-    return {k: v for k, v in detected.items() if v == DRIFT_DETECTED}
+    inputs = {
+        k: v
+        for k, v in view.instant("engage_drift_detected", now).items()
+        if dict(k).get("detector", "") != PREDICTION_SHIFT_DETECTOR
+    }
+    return {k: v for k, v in max_by(inputs).items() if v == DRIFT_DETECTED}
+
+
+def _prediction_shift(view: SeriesBuffer, now: float) -> Vector:
+    shift = view.instant("engage_drift_detected", now, detector=PREDICTION_SHIFT_DETECTOR)
+    return {k: v for k, v in max_by(shift).items() if v == DRIFT_DETECTED}
 
 
 def _drift_check_failed(view: SeriesBuffer, now: float) -> Vector:
@@ -392,9 +404,36 @@ RULES: tuple[AlertRule, ...] = (
             "inputs moved (the alert in `engage monitor alerts` names them). Check the "
             "sensors and the upstream data; retrain on recent data if the change is real."
         ),
-        expr=f"max by (job, run_id) (engage_drift_detected) == {DRIFT_DETECTED:g}",
+        expr=(
+            "max by (job, run_id) ("
+            f'engage_drift_detected{{detector!="{PREDICTION_SHIFT_DETECTOR}"}})'
+            f" == {DRIFT_DETECTED:g}"
+        ),
         for_seconds=60.0,
         check=_drift_detected,
+        series=("engage_drift_detected",),
+        params={"detected": DRIFT_DETECTED},
+    ),
+    AlertRule(
+        name="EngagePredictionShift",
+        severity="warning",
+        summary="Served predictions shift from the training outputs in " + _RUN,
+        description=(
+            "The label-free performance proxy's latest check found the sampled predictions "
+            "moved from the served version's training outputs: the predicted-class (or "
+            "value) distribution shifted, or the mean confidence dropped. "
+            f'engage_drift_statistic{{detector="{PREDICTION_SHIFT_DETECTOR}"}} by feature '
+            "(predicted_class, confidence_drop, prediction) shows which. The model may be "
+            "decaying without labels to show it yet: compare with EngageDriftDetected, join "
+            "delayed labels with `engage drift performance`, and retrain if it persists."
+        ),
+        expr=(
+            "max by (job, run_id) ("
+            f'engage_drift_detected{{detector="{PREDICTION_SHIFT_DETECTOR}"}})'
+            f" == {DRIFT_DETECTED:g}"
+        ),
+        for_seconds=60.0,
+        check=_prediction_shift,
         series=("engage_drift_detected",),
         params={"detected": DRIFT_DETECTED},
     ),
