@@ -16,10 +16,15 @@ from engage.monitor.views.federated import _union
         ("drift_statistic_mmd_co2_ppm", ("mmd", "co2_ppm")),
         ("drift_statistic_cusum_all", ("cusum", "all")),
         ("drift_statistic_nosuch_co2", None),
+        (
+            "drift_statistic_prediction_shift_confidence_drop",
+            ("prediction_shift", "confidence_drop"),
+        ),
     ],
 )
 def test_metric_keys_split_into_the_longest_detector_name_and_the_feature(key, expected) -> None:
-    detectors = _detectors(["drift_detected_mmd_online", "drift_detected_mmd"])
+    found = ["drift_detected_mmd_online", "drift_detected_mmd", "drift_detected_prediction_shift"]
+    detectors = _detectors(found)
 
     assert _split(key, "drift_statistic_", detectors) == expected
 

@@ -4,8 +4,10 @@ Live drift checks (``engage.serve.drift_watch``) report per detector and feature
 the serving replica's aggregator logs their latest values to the deployment's monitoring
 run in MLflow (experiment ``engage-serving``) as ``drift_statistic_<detector>_<feature>``,
 ``drift_threshold_<detector>_<feature>``, ``drift_detected_<detector>`` and
-``drift_checks_<outcome>``. Alerts (``EngageDriftDetected``, ``EngageDriftCheckFailed``,
-labelled with model and version, the moved features in the event) are in the event store.
+``drift_checks_<outcome>`` (the label-free prediction proxy as detector
+``prediction_shift``). Alerts (``EngageDriftDetected``, ``EngageDriftCheckFailed``,
+``EngagePredictionShift``, labelled with model and version, the moved features in the
+event) are in the event store.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from engage.monitor._schema import AlertRecord
 from engage.monitor.store import EventStore
 from engage.monitor.views.sources import named_events, reading_mlflow
 
-DRIFT_RULES = ("EngageDriftDetected", "EngageDriftCheckFailed")
+# The first is the input drift alert whose features the page shows as "moved".
+DRIFT_RULES = ("EngageDriftDetected", "EngageDriftCheckFailed", "EngagePredictionShift")
 _STAT, _THRESHOLD, _DETECTED, _CHECKS = (
     "drift_statistic_",
     "drift_threshold_",
