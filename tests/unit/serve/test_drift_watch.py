@@ -378,3 +378,46 @@ def test_a_failing_proxy_is_a_failed_check_never_no_shift(tmp_path):
     assert math.isnan(_gauge(registry, PROXY))
     assert _gauge(registry, "cusum") == 0.0
     assert [a.rule for a in store.open_alerts()] == [FAILED_RULE]
+
+
+def test_the_monitoring_run_gets_the_proxy_metrics_and_its_alert_tag(tmp_path):
+    from engage.serve.hooks import _Aggregate
+
+    class _Run:
+        def __init__(self) -> None:
+            self.metrics: dict[str, float] = {}
+            self.tags: dict[str, str] = {}
+
+        def log_metric_events(self, events) -> None:
+            self.metrics |= {e.name: e.value for e in events}
+
+        def set_tags(self, tags) -> None:
+            self.tags |= tags
+
+    watcher, recorder, *_ = _proxy_watcher(tmp_path, _logits(2000, 0.3, seed=38))
+    run = _Run()
+    aggregate = _Aggregate(run, every_s=3600, replica="r0")
+    watcher._reporter = Reporter(FanOut([recorder, aggregate]))
+    x = make_stream("no_drift", seed=39, n=400).x
+
+    _feed(watcher, _with_predictions(_samples(x), _logits(400, 0.9, seed=40)))
+    aggregate.stop()
+
+    assert run.metrics["drift_detected_prediction_shift"] == 1.0
+    assert run.metrics["drift_statistic_prediction_shift_predicted_class"] > 0
+    assert "drift_threshold_prediction_shift_confidence_drop" in run.metrics
+    tag = run.tags[f"engage.alert.{SHIFT_RULE}"]
+    assert tag.startswith("firing: prediction shift in predicted_class")
+
+
+def test_a_single_output_model_is_checked_as_regression_on_its_values(tmp_path):
+    rng = np.random.default_rng(41)
+    watcher, recorder, registry, _ = _proxy_watcher(tmp_path, rng.normal(20.0, 2.0, (2000, 1)))
+    x = make_stream("no_drift", seed=42, n=400).x
+    values = rng.normal(23.0, 2.0, (400, 1))  # the predicted values moved up
+
+    _feed(watcher, _with_predictions(_samples(x), values))
+
+    (alert,) = _shift_alerts(recorder)
+    assert alert["features"] == ["prediction"]
+    assert _gauge(registry, PROXY) == 1.0
