@@ -30,12 +30,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def cpu_by_process(roots: list[int]) -> dict[str, float]:
-    """User + system CPU of ``roots`` and their descendants alive now, by process title
-    (Ray names its workers ``ray::ServeReplica:APP:DEPLOYMENT``, ``ray::ProxyActor``...)."""
+def cpu_by_pid(roots: list[int]) -> dict[int, tuple[str, float, float]]:
+    """(title, user + system CPU, create time) of ``roots`` and their descendants alive now,
+    by pid (Ray names its workers ``ray::ServeReplica:APP:DEPLOYMENT``, ``ray::ProxyActor``...
+    and renames a worker when it becomes an actor, so titles are read at each snapshot)."""
     import psutil
 
-    out: dict[str, float] = {}
+    out: dict[int, tuple[str, float, float]] = {}
     for pid in roots:
         with contextlib.suppress(psutil.Error):
             root = psutil.Process(pid)
@@ -44,7 +45,32 @@ def cpu_by_process(roots: list[int]) -> dict[str, float]:
                     t = p.cpu_times()
                     cmd = p.cmdline()
                     title = cmd[0] if cmd and cmd[0].startswith("ray::") else p.name()
-                    out[title] = out.get(title, 0.0) + t.user + t.system
+                    out[p.pid] = (title, t.user + t.system, p.create_time())
+    return out
+
+
+def cpu_delta(before: dict, after: dict, since: float) -> dict[str, float]:
+    """CPU used between two ``cpu_by_pid`` snapshots, by process title. A process the first
+    snapshot missed counts in full only if it started after ``since`` (a wall-clock time);
+    one that existed already but was missed (a transient enumeration race) is left out
+    rather than counted with its whole lifetime."""
+    out: dict[str, float] = {}
+    for pid, (title, cpu, created) in after.items():
+        if pid in before:
+            used = cpu - before[pid][1]
+        elif created >= since:
+            used = cpu
+        else:
+            continue
+        out[title] = out.get(title, 0.0) + used
+    return out
+
+
+def cpu_by_process(roots: list[int]) -> dict[str, float]:
+    """User + system CPU of ``roots`` and their descendants alive now, by process title."""
+    out: dict[str, float] = {}
+    for title, cpu, _created in cpu_by_pid(roots).values():
+        out[title] = out.get(title, 0.0) + cpu
     return out
 
 

@@ -33,7 +33,8 @@ from _serving_servers import (
     EngageApps,
     MlflowModelServer,
     batch_stats,
-    cpu_by_process,
+    cpu_by_pid,
+    cpu_delta,
     cpu_seconds,
 )
 
@@ -110,16 +111,17 @@ def load_rounds(
                 roots = pids()
                 app = apps.get(name)
                 calls0 = batch_stats(home, app) if app else None
-                cpu0 = cpu_by_process(roots)
+                since = time.time()
+                cpu0 = cpu_by_pid(roots)
                 res = run_load(port, path, sent, c, n, args.time_cap)
-                cpu1 = cpu_by_process(roots)
+                cpu1 = cpu_by_pid(roots)
                 if app:
                     time.sleep(0.5)  # the hooks report every 0.2 s
                     calls1 = batch_stats(home, app)
                     cell = batching.setdefault((name, c), [0.0, 0.0])
                     cell[0] += calls1[0] - calls0[0]
                     cell[1] += calls1[1] - calls0[1]
-                res.cpu_by_process = {k: v - cpu0.get(k, 0.0) for k, v in cpu1.items()}
+                res.cpu_by_process = cpu_delta(cpu0, cpu1, since)
                 res.server_cpu_s = sum(res.cpu_by_process.values()) - idle[name] * res.wall_s
                 print(
                     f"round {r} c={c} {name}: {len(res.latencies)} ok, {res.errors} errors, "
