@@ -96,7 +96,10 @@ def _client(
             hint="client ids are letters, digits, '_', '.' and '-'",
         )
     part = frame[frame[group].astype(str) == client].reset_index(drop=True)
-    splits, local_classes, norm = make_splits(part, loaded.spec.data)
+    try:
+        splits, local_classes, norm = make_splits(part, loaded.spec.data)
+    except DataError as exc:  # name the household: the same check fails for one client only
+        raise DataError(f"household {client}: {exc.message}", hint=exc.hint) from None
     if classes is not None and local_classes != classes:
         raise DataError(
             f"household {client} has classes {local_classes}, the data has {classes}",
