@@ -11,27 +11,16 @@ from typing import Annotated
 
 import typer
 
+from engage.cli.options import EventsUriOption, HomeOption, TrackingOption
 from engage.errors import EngageError
 
 APP = Path("dashboard") / "app.py"
 
 
 def dashboard(
-    home: Annotated[
-        Path | None,
-        typer.Option(
-            "--home", help="Folder for engage's files; default: ENGAGE_HOME or ./.engage."
-        ),
-    ] = None,
-    events_uri: Annotated[
-        str | None,
-        typer.Option(
-            "--events-uri", help="Event store URL; default: ENGAGE_EVENTS_URI, else SQLite."
-        ),
-    ] = None,
-    tracking_uri: Annotated[
-        str | None, typer.Option("--tracking-uri", help="MLflow tracking URI; overrides env.")
-    ] = None,
+    home: HomeOption = None,
+    events_uri: EventsUriOption = None,
+    tracking_uri: TrackingOption = None,
     host: Annotated[str, typer.Option(help="Address to serve the dashboard on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port of the dashboard.", min=1, max=65535)] = 8501,
     allow_remote: Annotated[

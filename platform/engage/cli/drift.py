@@ -17,6 +17,8 @@ import typer
 from rich import box
 from rich.table import Table
 
+from engage.cli.options import HomeOption, TrackingOption
+
 drift_app = typer.Typer(
     help="Check current data for drift against a registered model's training reference.",
     no_args_is_help=True,
@@ -50,15 +52,8 @@ def check(
     ] = "quality,ks",
     p_val: Annotated[float, typer.Option(help="Level of the ks/cvm/mmd tests.")] = 0.05,
     correction: Annotated[str, typer.Option(help="ks/cvm: bonferroni or fdr.")] = "bonferroni",
-    tracking_uri: Annotated[
-        str | None, typer.Option("--tracking-uri", help="MLflow tracking URI; overrides env.")
-    ] = None,
-    home: Annotated[
-        Path | None,
-        typer.Option(
-            "--home", help="Folder for engage's files; default: ENGAGE_HOME or ./.engage."
-        ),
-    ] = None,
+    tracking_uri: TrackingOption = None,
+    home: HomeOption = None,
 ) -> None:
     """Print a per-feature drift report; exit 8 on drift, 9 when a detector fails."""
     from engage.cli.main import _guarded, out
@@ -131,15 +126,8 @@ def performance(
         str | None,
         typer.Option(help="Run metric for the baseline (default: test_, then val_<metric>)."),
     ] = None,
-    tracking_uri: Annotated[
-        str | None, typer.Option("--tracking-uri", help="MLflow tracking URI; overrides env.")
-    ] = None,
-    home: Annotated[
-        Path | None,
-        typer.Option(
-            "--home", help="Folder for engage's files; default: ENGAGE_HOME or ./.engage."
-        ),
-    ] = None,
+    tracking_uri: TrackingOption = None,
+    home: HomeOption = None,
 ) -> None:
     """Rolling metric on labelled predictions vs the training baseline; exit 8 on decay."""
     from engage.cli.main import _guarded, out

@@ -13,6 +13,7 @@ import typer
 from rich import box
 from rich.table import Table
 
+from engage.cli.options import HomeOption, TrackingOption
 from engage.export.equivalence import DEFAULT_TOLERANCE
 
 FORMATS = {"onnx": ["onnx"], "torchscript": ["torchscript"], "all": ["onnx", "torchscript"]}
@@ -45,15 +46,8 @@ def export(
     ] = DEFAULT_TOLERANCE,
     opset: Annotated[int, typer.Option(help="ONNX opset (18 or later).")] = 18,
     samples: Annotated[int, typer.Option(help="Inputs the equivalence check runs.")] = 256,
-    tracking_uri: Annotated[
-        str | None, typer.Option("--tracking-uri", help="MLflow tracking URI; overrides env.")
-    ] = None,
-    home: Annotated[
-        Path | None,
-        typer.Option(
-            "--home", help="Folder for engage's files; default: ENGAGE_HOME or ./.engage."
-        ),
-    ] = None,
+    tracking_uri: TrackingOption = None,
+    home: HomeOption = None,
 ) -> None:
     """Export a registered model to ONNX and TorchScript; exit 7 if one differs from torch."""
     from engage.cli.main import _guarded, out

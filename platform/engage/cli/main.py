@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import signal
@@ -21,6 +22,7 @@ from engage.cli.export import export
 from engage.cli.fl import fl_app
 from engage.cli.models import app as models_app
 from engage.cli.monitor import monitor_app
+from engage.cli.options import HomeOption, TrackingOption
 from engage.cli.serve import deploy, serve_app
 from engage.errors import EngageError
 
@@ -52,13 +54,6 @@ AddressOption = Annotated[
         help="Ray cluster address (host:port or 'auto'); default: RAY_ADDRESS, else a local cluster."
     ),
 ]
-TrackingOption = Annotated[
-    str | None, typer.Option("--tracking-uri", help="MLflow tracking URI; overrides env and spec.")
-]
-HomeOption = Annotated[
-    Path | None,
-    typer.Option("--home", help="Folder for engage's files; default: ENGAGE_HOME or ./.engage."),
-]
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -69,7 +64,8 @@ def _guarded(fn: Callable[[], None]) -> None:
     """Run a command body: EngageError -> headline + exit code, anything else -> internal."""
     signal.signal(signal.SIGTERM, _raise_interrupt)
     # `kill -USR1 PID` prints every thread's stack to stderr: what a stuck job is waiting on.
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # stderr without a file
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     # MLflow logs schema migrations at INFO on every new store; users need none of it.
     # (MLflow sets its level when first imported, so say it through its variable.)
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")

@@ -10,19 +10,14 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from engage.cli.options import HomeOption, TrackingOption
+
 app = typer.Typer(
     name="models",
     help="Registered models: champion and candidate versions, promotion and rollback.",
     no_args_is_help=True,
 )
 
-TrackingOption = Annotated[
-    str | None, typer.Option("--tracking-uri", help="MLflow tracking URI; overrides env.")
-]
-HomeOption = Annotated[
-    Path | None,
-    typer.Option("--home", help="Folder for engage's files; default: ENGAGE_HOME or ./.engage."),
-]
 ReasonOption = Annotated[
     str, typer.Option("--reason", "-r", help="Why: recorded as a tag on the version.")
 ]

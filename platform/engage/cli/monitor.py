@@ -16,6 +16,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
+from engage.cli.options import EventsUriOption, HomeOption
 from engage.errors import EngageError
 
 monitor_app = typer.Typer(
@@ -23,15 +24,6 @@ monitor_app = typer.Typer(
     help="Watch running jobs live; run the monitor service; list stored events and alerts.",
     invoke_without_command=True,
 )
-
-HomeOption = Annotated[
-    Path | None,
-    typer.Option("--home", help="Folder for engage's files; default: ENGAGE_HOME or ./.engage."),
-]
-EventsUriOption = Annotated[
-    str | None,
-    typer.Option("--events-uri", help="Event store URL; default: ENGAGE_EVENTS_URI, else SQLite."),
-]
 
 
 @monitor_app.callback(invoke_without_command=True)
