@@ -102,15 +102,23 @@ def test_ctrl_c_during_training_stops_cleanly(
     shutil.copytree(REPO / "pipelines", tmp_path / "pipelines")
     stderr_path = tmp_path / "stderr.txt"
     stderr = stderr_path.open("w+")
-    proc = subprocess.Popen(
-        [str(ENGAGE), "run", "pipelines/quickstart.yaml", "--set", "train.epochs=200"],
-        cwd=tmp_path,
-        env={**engage_env, "RAY_TMPDIR": str(ray_tmp)},
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        text=True,
-        start_new_session=True,
-    )
+    # As from a terminal: SIGINT at its default in engage. A suite started in the background
+    # (`make test &`, some CI runners) inherits SIGINT ignored, and exec keeps an ignored
+    # signal ignored (Python then installs no KeyboardInterrupt handler); a handled one is
+    # reset to the default.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [str(ENGAGE), "run", "pipelines/quickstart.yaml", "--set", "train.epochs=200"],
+            cwd=tmp_path,
+            env={**engage_env, "RAY_TMPDIR": str(ray_tmp)},
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            start_new_session=True,
+        )
+    finally:
+        signal.signal(signal.SIGINT, before)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True).start()
     try:
