@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import faulthandler
 import os
 import signal
 import sys
@@ -63,9 +61,6 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 def _guarded(fn: Callable[[], None]) -> None:
     """Run a command body: EngageError -> headline + exit code, anything else -> internal."""
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    # `kill -USR1 PID` prints every thread's stack to stderr: what a stuck job is waiting on.
-    with contextlib.suppress(AttributeError, OSError, ValueError):  # stderr without a file
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
     # MLflow logs schema migrations at INFO on every new store; users need none of it.
     # (MLflow sets its level when first imported, so say it through its variable.)
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
