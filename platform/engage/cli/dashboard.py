@@ -11,7 +11,13 @@ from typing import Annotated
 
 import typer
 
-from engage.cli.options import EventsUriOption, HomeOption, TrackingOption
+from engage.cli.options import (
+    AllowRemoteOption,
+    EventsUriOption,
+    HomeOption,
+    TrackingOption,
+    require_loopback,
+)
 from engage.errors import EngageError
 
 APP = Path("dashboard") / "app.py"
@@ -23,22 +29,15 @@ def dashboard(
     tracking_uri: TrackingOption = None,
     host: Annotated[str, typer.Option(help="Address to serve the dashboard on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port of the dashboard.", min=1, max=65535)] = 8501,
-    allow_remote: Annotated[
-        bool, typer.Option("--allow-remote", help="Allow a non-loopback --host.")
-    ] = False,
+    allow_remote: AllowRemoteOption = False,
 ) -> None:
     """Jobs, alerts, drift, federated rounds and models in the browser (Ctrl-C stops it)."""
     from engage.cli.main import _guarded, out
 
     def body() -> None:
         from engage import env_vars
-        from engage.monitor.service import is_loopback
 
-        if not is_loopback(host) and not allow_remote:
-            raise EngageError(
-                f"refusing to serve the dashboard on {host}: it is not a loopback address",
-                hint="pass --allow-remote to listen there on purpose, or drop --host",
-            )
+        require_loopback(host, allow_remote, "dashboard")
         app = app_path()
         env = {**os.environ, "ENGAGE_HOME": str(env_vars.engage_home(home))}
         env |= {"ENGAGE_EVENTS_URI": events_uri} if events_uri else {}

@@ -16,8 +16,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
-from engage.cli.options import EventsUriOption, HomeOption
-from engage.errors import EngageError
+from engage.cli.options import AllowRemoteOption, EventsUriOption, HomeOption, require_loopback
 
 monitor_app = typer.Typer(
     name="monitor",
@@ -67,20 +66,14 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to serve /metrics on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port for /metrics (0 picks a free one).")] = 9470,
     interval: Annotated[float, typer.Option(help="Seconds between scrapes.", min=0.2)] = 5.0,
-    allow_remote: Annotated[
-        bool, typer.Option("--allow-remote", help="Allow a non-loopback --host.")
-    ] = False,
+    allow_remote: AllowRemoteOption = False,
 ) -> None:
     """The standalone monitor service: scrape every job, record liveness, serve /metrics."""
 
     def body() -> None:
-        from engage.monitor.service import MonitorService, default_hooks, is_loopback
+        from engage.monitor.service import MonitorService, default_hooks
 
-        if not is_loopback(host) and not allow_remote:
-            raise EngageError(
-                f"refusing to serve the monitor on {host}: it is not a loopback address",
-                hint="pass --allow-remote to listen there on purpose, or drop --host",
-            )
+        require_loopback(host, allow_remote, "monitor")
         resolved, store = _store(home, events_uri)
         service = MonitorService(resolved, store, interval_s=interval, hooks=default_hooks())
         stop = threading.Event()

@@ -19,3 +19,18 @@ EventsUriOption = Annotated[
     str | None,
     typer.Option("--events-uri", help="Event store URL; default: ENGAGE_EVENTS_URI, else SQLite."),
 ]
+AllowRemoteOption = Annotated[
+    bool, typer.Option("--allow-remote", help="Allow a non-loopback --host.")
+]
+
+
+def require_loopback(host: str, allow_remote: bool, what: str) -> None:
+    """Refuse to listen off loopback unless the user passed --allow-remote."""
+    from engage.errors import EngageError
+    from engage.monitor.service import is_loopback
+
+    if not is_loopback(host) and not allow_remote:
+        raise EngageError(
+            f"refusing to serve the {what} on {host}: it is not a loopback address",
+            hint="pass --allow-remote to listen there on purpose, or drop --host",
+        )
