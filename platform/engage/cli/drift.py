@@ -59,12 +59,13 @@ def check(
     from engage.cli.main import _guarded, out
 
     def body() -> None:
+        from engage.data.sources import read_table
         from engage.errors import DriftCheckError, DriftDetected
         from engage.monitor.drift.batch import check_batch
 
         names = [n.strip() for n in detectors.split(",") if n.strip()]
         ref, source = _reference(model, reference, tracking_uri, home)
-        frame = _read(data)
+        frame = read_table(data)
         options = {n: {"p_val": p_val, "correction": correction} for n in ("ks", "cvm")}
         options["mmd"] = {"p_val": p_val}
         try:
@@ -277,22 +278,6 @@ def _download_reference(client: Any, version: Any, where: str) -> Any:
                 hint="train the model with an engage that captures references, or pass "
                 "--reference FOLDER",
             ) from None
-
-
-def _read(path: Path) -> Any:
-    import pandas as pd
-
-    from engage.errors import DataError
-
-    if not path.exists():
-        raise DataError(f"{path}: no such file")
-    readers = {".parquet": pd.read_parquet, ".csv": pd.read_csv}
-    if path.suffix not in readers:
-        raise DataError(f"{path}: expected a .parquet or .csv file", hint="convert it first")
-    try:
-        return readers[path.suffix](path)
-    except Exception as exc:
-        raise DataError(f"{path}: cannot read it: {exc}") from None
 
 
 def _table(report: Any) -> Table:

@@ -170,3 +170,25 @@ def load_frame(spec: DataSpec, base_dir: Path) -> pd.DataFrame:
         If the source is unknown or the file is missing or unreadable.
     """
     return get_source(spec.source.type).load(spec, Path(base_dir))
+
+
+def read_table(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A .parquet or .csv table; a missing file, another format, an unreadable file or a
+    missing ``required`` column is a DataError naming the file."""
+    if not path.exists():
+        raise DataError(f"{path}: no such file")
+    readers = {".parquet": pd.read_parquet, ".csv": pd.read_csv}
+    if path.suffix not in readers:
+        raise DataError(f"{path}: expected a .parquet or .csv file", hint="convert it first")
+    try:
+        frame = readers[path.suffix](path)
+    except Exception as exc:
+        raise DataError(f"{path}: cannot read it: {exc}") from None
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        have = ", ".join(map(str, frame.columns)) or "none"
+        raise DataError(
+            f"{path}: no column {', '.join(repr(c) for c in missing)} (columns: {have})",
+            hint=f"the file needs the columns {', '.join(required)}",
+        )
+    return frame

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from engage.data.sources import read_table
 from engage.errors import DataError, TrackingError
 from engage.monitor.drift.base import DriftResult
 from engage.monitor.drift.performance import LabelJoin, Metric, prediction_shift, rolling_metric
@@ -100,7 +101,7 @@ def read_served(path: Path, model: str, version: str) -> Predictions:
 
 def read_predictions(path: Path) -> Predictions:
     """A predictions table: ``request_id``, ``prediction``, optional ``outputs`` and ``ts``."""
-    frame = _table(path, ("request_id", "prediction"))
+    frame = read_table(path, ("request_id", "prediction"))
     if "ts" in frame.columns:
         frame = frame.sort_values("ts", kind="stable")
     outputs = _matrix(list(frame["outputs"])) if "outputs" in frame.columns else None
@@ -111,7 +112,7 @@ def read_predictions(path: Path) -> Predictions:
 
 def read_labels(path: Path) -> list[tuple[str, Any]]:
     """A labels table: ``request_id`` and ``label``, one row per labelled request."""
-    frame = _table(path, ("request_id", "label"))
+    frame = read_table(path, ("request_id", "label"))
     if frame["label"].isna().any():
         row = int(np.flatnonzero(frame["label"].isna().to_numpy())[0])
         raise DataError(
@@ -200,25 +201,3 @@ def _matrix(rows: list[Any]) -> np.ndarray | None:
     except (TypeError, ValueError):
         return None
     return out if out.ndim == 2 and len(out) else None
-
-
-def _table(path: Path, required: tuple[str, ...]):
-    import pandas as pd
-
-    if not path.exists():
-        raise DataError(f"{path}: no such file")
-    readers = {".parquet": pd.read_parquet, ".csv": pd.read_csv}
-    if path.suffix not in readers:
-        raise DataError(f"{path}: expected a .parquet or .csv file", hint="convert it first")
-    try:
-        frame = readers[path.suffix](path)
-    except Exception as exc:
-        raise DataError(f"{path}: cannot read it: {exc}") from None
-    missing = [c for c in required if c not in frame.columns]
-    if missing:
-        have = ", ".join(map(str, frame.columns)) or "none"
-        raise DataError(
-            f"{path}: no column {', '.join(repr(c) for c in missing)} (columns: {have})",
-            hint=f"the file needs the columns {', '.join(required)}",
-        )
-    return frame
