@@ -47,7 +47,22 @@ def open_client(uri: str):
 
     if uri.startswith("sqlite:///"):
         Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    return _Client(tracking_uri=uri, registry_uri=uri)
+    return _client_class()(tracking_uri=uri, registry_uri=uri)
+
+
+@functools.cache
+def _client_class() -> type:
+    """MlflowClient with pinned registry calls; built once, on first use (MLflow imports slowly)."""
+    from mlflow import MlflowClient
+
+    class PinnedClient(MlflowClient):
+        def _get_registry_client(self):
+            return _Pinned(super()._get_registry_client(), self.tracking_uri)
+
+        def __reduce__(self):  # a local class: pickle (Ray, multiprocessing) rebuilds it by URI
+            return open_client, (self.tracking_uri,)
+
+    return PinnedClient
 
 
 _PIN_LOCK = threading.RLock()
