@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
 from engage.monitor.metrics import JobMetrics
-from engage.runtime.reporting import Event, Reporter
+from engage.events import Event, Reporter
 
 
 class Mlp:

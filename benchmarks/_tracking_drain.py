@@ -13,7 +13,7 @@ from _mlflow_server import LocalMlflowServer
 from _tracking_latency import NAMES
 
 from engage.runtime.pipeline import _MetricSink
-from engage.runtime.reporting import FanOut, Reporter
+from engage.events import FanOut, Reporter
 from engage.tracking import Drainer, PipelineRun, Spool, ensure_experiment, open_client
 from engage.tracking.spool import now_ms
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engage.runtime.pipeline import _MetricSink
-from engage.runtime.reporting import FanOut, Reporter
+from engage.events import FanOut, Reporter
 from engage.tracking import Drainer, PipelineRun, Spool, ensure_experiment, open_client
 
 NAMES = [f"bench_metric_{k}" for k in range(10)]

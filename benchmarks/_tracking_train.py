@@ -14,7 +14,7 @@ import psutil
 import torch
 
 from engage.runtime.pipeline import _MetricSink
-from engage.runtime.reporting import FanOut, Reporter
+from engage.events import FanOut, Reporter
 from engage.tracking import Drainer, PipelineRun, Spool
 
 METRICS_PER_STEP = 10

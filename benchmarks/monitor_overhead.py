@@ -37,7 +37,7 @@ from _report import git_commit, machine, write_section
 from prometheus_client import generate_latest, start_http_server
 
 from engage.monitor.exporter import MonitorSink
-from engage.runtime.reporting import FanOut, Reporter
+from engage.events import FanOut, Reporter
 
 _LOSS = re.compile(r'^engage_loss\{[^}]*split="train"[^}]*\} (\S+)$', re.M)
 
@@ -139,7 +139,7 @@ def freshness_direct(home: Path, n: int, step_s: float) -> list[float]:
 def freshness_ray(home: Path, n: int, step_s: float) -> list[float]:
     import ray
 
-    from engage.runtime.reporting import EventPump, HubTransport, start_hub
+    from engage.events import EventPump, HubTransport, start_hub
     from engage.train.trainer import _POLL_S
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)

@@ -17,7 +17,7 @@ import pytest
 from engage.monitor import MonitorSink
 from engage.monitor.store import EventStore
 from engage.monitor.store_sink import StoreSink
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 pytestmark = pytest.mark.e2e
 

@@ -18,7 +18,7 @@ from engage.cli.monitor_rules import rules_command
 from engage.monitor.exporter import MonitorSink
 from engage.monitor.metrics import JobMetrics
 from engage.monitor.rules import RULES
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 pytestmark = [
     pytest.mark.integration,

@@ -16,7 +16,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from engage.runtime.reporting import Event
+from engage.events import Event
 from engage.train.metrics import PRIMARY_VAL_METRIC
 
 _STAGE_TEXT = {

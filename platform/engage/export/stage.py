@@ -89,7 +89,7 @@ def export_stage(
     and tag ``engage.export.onnx_opset`` record the outcome. Raises ``ExportError`` (after
     logging) when a format is above ``spec.tolerance``. Returns None when no format is asked.
     """
-    from engage.runtime.reporting import Event
+    from engage.events import Event
     from engage.tracking._ops import artifacts_dir
 
     if not spec.formats:

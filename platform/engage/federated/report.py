@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from engage.federated.server import RoundResult
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 STAGE = {"stage": "federated"}
 

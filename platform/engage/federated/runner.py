@@ -23,7 +23,7 @@ from engage.runtime.pipeline import (
     end_run,
     job_tracking,
 )
-from engage.runtime.reporting import Event, EventSink, FanOut, Reporter
+from engage.events import Event, EventSink, FanOut, Reporter
 from engage.spec import LoadedSpec
 from engage.train.metrics import PRIMARY_VAL_METRIC
 

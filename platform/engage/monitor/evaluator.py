@@ -16,7 +16,7 @@ from typing import Literal
 
 from engage.monitor.rules import AlertRule
 from engage.monitor.series import Labels, SeriesBuffer
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 AlertState = Literal["pending", "firing", "resolved", "inactive"]
 

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from engage.errors import EngageError
 from engage.monitor.discovery import register_target, unregister_target
 from engage.monitor.metrics import JobMetrics
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 JOB = ("job", "run_id")
 FEDERATED_STAGE = "federated"  # the ``stage`` label of the server's reporter

@@ -13,7 +13,7 @@ from engage.monitor.evaluator import ANNOUNCED, AlertEvaluator, alert_event
 from engage.monitor.exporter import MonitorSink
 from engage.monitor.rules import RULES, series_names
 from engage.monitor.series import SeriesBuffer
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 _log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from engage.monitor.exporter import Endpoint
 from engage.monitor.live import Scrape, Target, discovered_targets, scrape_all
 from engage.monitor.store import TERMINAL_STATES, EventStore
 from engage.monitor.store_sink import StoreSink
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 _log = logging.getLogger(__name__)
 

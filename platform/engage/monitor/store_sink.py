@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from engage.monitor._schema import NewEvent
 from engage.monitor.store import EventStore
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 _log = logging.getLogger(__name__)
 _SEVERITY = {"training_health": "warning", "tracking": "warning"}

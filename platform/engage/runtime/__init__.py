@@ -1,6 +1,5 @@
-"""Runtime: the Ray session, the one report path, and the pipeline runner."""
+"""Runtime: the Ray session and the job template that runs every job kind."""
 
-from engage.runtime.reporting import Event, EventSink, Reporter
 from engage.runtime.session import SessionInfo, ray_session
 
-__all__ = ["Event", "EventSink", "Reporter", "SessionInfo", "ray_session"]
+__all__ = ["SessionInfo", "ray_session"]

@@ -11,7 +11,7 @@ import numpy as np
 
 from engage.data import PreparedData, prepare
 from engage.errors import EngageError
-from engage.runtime.reporting import Event, Reporter
+from engage.events import Event, Reporter
 from engage.runtime.session import SessionInfo, ray_session, resolve_address
 from engage.spec import LoadedSpec
 from engage.tracking import PipelineRun, Spool, decide
@@ -131,7 +131,7 @@ def train(
 ):
     import ray
 
-    from engage.runtime.reporting import EventPump, FanOut, start_hub
+    from engage.events import EventPump, FanOut, start_hub
     from engage.train.loop import TrainJob
     from engage.train.trainer import check_fits, fit
 

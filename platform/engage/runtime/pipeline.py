@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from engage.runtime.reporting import Event, EventSink, FanOut, Reporter
+from engage.events import Event, EventSink, FanOut, Reporter
 from engage.runtime.session import preflight, resolve_address
 from engage.spec import LoadedSpec
 from engage.tracking.registry import GateDecision, Registration

@@ -6,7 +6,7 @@ version's training reference (the run's ``reference/`` artifacts, through an exp
 ``MlflowClient``) and fits the configured detectors once; every ``check_every`` sampled
 windows it checks them (each window's last row, as the reference holds rows), lets a
 :class:`~engage.monitor.drift.DriftPolicy` decide, and reports through the replica's
-:class:`~engage.runtime.reporting.Reporter`: per detector and feature gauge events
+:class:`~engage.events.Reporter`: per detector and feature gauge events
 (Prometheus, the MLflow monitoring run) and, on a change of state, an ``alert`` lifecycle
 event (``EngageDriftDetected`` or ``EngageDriftCheckFailed``), which it also records in the
 event store. A failed detector or a NaN p-value is a failed check, never "no drift": the
@@ -42,7 +42,7 @@ import numpy as np
 
 from engage.monitor.drift import DriftDecision, DriftPolicy, DriftResult, Reference, make_detector
 from engage.monitor.drift.performance import prediction_shift
-from engage.runtime.reporting import Event, Reporter
+from engage.events import Event, Reporter
 from engage.serve.sampling import Sample, SampleConsumer
 from engage.spec.models import DriftWatchSpec
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engage.runtime.reporting import Event, FanOut, Reporter
+from engage.events import Event, FanOut, Reporter
 from engage.serve.sampling import Sample, Sampler, make_consumers
 from engage.spec.models import DriftWatchSpec
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engage.runtime.reporting import Event
+from engage.events import Event
 from engage.tracking import _ops
 from engage.tracking.lineage import capture_lineage, flatten
 from engage.tracking.registry import Registration

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engage.errors import ClusterError, EngageError, TrainingError
-from engage.runtime.reporting import EventPump
+from engage.events import EventPump
 from engage.train.loop import CHECKPOINT_FILE, TrainJob, train_loop_per_worker
 
 _POLL_S = 0.25

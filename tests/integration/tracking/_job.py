@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from engage.runtime.reporting import Event, FanOut, Reporter
+from engage.events import Event, FanOut, Reporter
 from engage.tracking import Drainer, PipelineRun, Spool
 
 

@@ -20,7 +20,7 @@ from engage.federated.server import RoundResult
 from engage.federated.verify import Reason, UpdateVerdict
 from engage.monitor.store import EventStore
 from engage.monitor.store_sink import StoreSink
-from engage.runtime.reporting import Event
+from engage.events import Event
 from engage.tracking import ensure_experiment, open_client
 from engage.tracking.promotion import promote
 

@@ -18,7 +18,7 @@ from engage.monitor.job import JobMonitor
 from engage.monitor.rule_scenarios import SCENARIOS, Scenario
 from engage.monitor.rules import RULES, AlertRule, get_rule
 from engage.monitor.series import SeriesBuffer, Vector, labels_of
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 RUN = labels_of({"job": "j", "run_id": "r"})
 

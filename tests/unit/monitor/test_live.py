@@ -15,7 +15,7 @@ from prometheus_client import generate_latest
 from engage.monitor import MonitorSink, register_target
 from engage.monitor.live import collect, parse_samples
 from engage.monitor.store import EventStore
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 
 def training_events(epoch: int = 3) -> list[Event]:

@@ -21,7 +21,7 @@ from engage.monitor.series import (
     nan_max,
     nan_min,
 )
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 RUN = labels_of({"job": "j", "run_id": "r"})
 finite = st.floats(-1e6, 1e6, allow_nan=False)

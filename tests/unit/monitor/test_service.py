@@ -13,7 +13,7 @@ from engage.monitor import MonitorSink, register_target
 from engage.monitor.live import Scrape, Target
 from engage.monitor.service import MonitorService, is_loopback
 from engage.monitor.store import EventStore
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 from .test_live import closed_port, training_events
 

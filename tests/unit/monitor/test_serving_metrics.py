@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 
 from engage.monitor.serving import ServingMetrics
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 
 def test_request_events_become_latency_and_status_counts():

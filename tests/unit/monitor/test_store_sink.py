@@ -8,7 +8,7 @@ import pytest
 
 from engage.monitor.store import EventStore
 from engage.monitor.store_sink import StoreSink
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 
 @pytest.fixture

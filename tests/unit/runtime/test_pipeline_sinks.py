@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 
 from engage.runtime.pipeline import _HealthSink, _MetricSink
-from engage.runtime.reporting import Event
+from engage.events import Event
 
 
 class FakeRun:

@@ -15,7 +15,7 @@ from engage.monitor.drift.scenarios import FEATURES, make_stream, population
 from engage.monitor.serving import ServingMetrics
 from engage.monitor.store import EventStore
 from engage.monitor.store_sink import StoreSink
-from engage.runtime.reporting import FanOut, Reporter
+from engage.events import FanOut, Reporter
 from engage.serve.drift_watch import DRIFT_RULE, FAILED_RULE, PROXY, SHIFT_RULE, DriftWatcher
 from engage.serve.sampling import Sample
 from engage.spec.models import DriftWatchSpec

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from engage.runtime.reporting import Event
+from engage.events import Event
 from engage.tracking import Drainer, PipelineRun, Spool
 from engage.train.models import MLP, Standardized
 

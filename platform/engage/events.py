@@ -1,4 +1,6 @@
-"""The one report path: every worker and stage reports events here, sinks consume them.
+"""The event contract at the ground floor: workers and stages report events, sinks consume them.
+
+This module imports nothing else of engage, so every package can depend on it.
 
 Workers hold a :class:`Reporter` whose transport pushes batches to an :class:`EventHub`
 actor without waiting; the driver's :class:`EventPump` drains the hub and fans each batch

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from engage.runtime import reporting
-from engage.runtime.reporting import Event, EventHub, FanOut, HubTransport, Reporter
+from engage import events as reporting
+from engage.events import Event, EventHub, FanOut, HubTransport, Reporter
 
 
 class _Recorder:
