@@ -13,8 +13,8 @@ import torch
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
-from engage.monitor.metrics import JobMetrics
 from engage.events import Event, Reporter
+from engage.monitor.metrics import JobMetrics
 
 
 class Mlp:

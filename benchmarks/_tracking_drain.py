@@ -12,8 +12,8 @@ from typing import Any
 from _mlflow_server import LocalMlflowServer
 from _tracking_latency import NAMES
 
-from engage.runtime.pipeline import _MetricSink
 from engage.events import FanOut, Reporter
+from engage.runtime.pipeline import _MetricSink
 from engage.tracking import Drainer, PipelineRun, Spool, ensure_experiment, open_client
 from engage.tracking.spool import now_ms
 

@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from engage.runtime.pipeline import _MetricSink
 from engage.events import FanOut, Reporter
+from engage.runtime.pipeline import _MetricSink
 from engage.tracking import Drainer, PipelineRun, Spool, ensure_experiment, open_client
 
 NAMES = [f"bench_metric_{k}" for k in range(10)]

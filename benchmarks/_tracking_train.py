@@ -13,8 +13,8 @@ from typing import Any
 import psutil
 import torch
 
-from engage.runtime.pipeline import _MetricSink
 from engage.events import FanOut, Reporter
+from engage.runtime.pipeline import _MetricSink
 from engage.tracking import Drainer, PipelineRun, Spool
 
 METRICS_PER_STEP = 10

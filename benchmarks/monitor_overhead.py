@@ -36,8 +36,8 @@ from _monitor_load import (
 from _report import git_commit, machine, write_section
 from prometheus_client import generate_latest, start_http_server
 
-from engage.monitor.exporter import MonitorSink
 from engage.events import FanOut, Reporter
+from engage.monitor.exporter import MonitorSink
 
 _LOSS = re.compile(r'^engage_loss\{[^}]*split="train"[^}]*\} (\S+)$', re.M)
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from engage.events import Event
 from engage.monitor import MonitorSink
 from engage.monitor.store import EventStore
 from engage.monitor.store_sink import StoreSink
-from engage.events import Event
 
 pytestmark = pytest.mark.e2e
 

@@ -15,10 +15,10 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from engage.cli.monitor_rules import rules_command
+from engage.events import Event
 from engage.monitor.exporter import MonitorSink
 from engage.monitor.metrics import JobMetrics
 from engage.monitor.rules import RULES
-from engage.events import Event
 
 pytestmark = [
     pytest.mark.integration,

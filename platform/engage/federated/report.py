@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from engage.federated.server import RoundResult
 from engage.events import Event
+from engage.federated.server import RoundResult
 
 STAGE = {"stage": "federated"}
 

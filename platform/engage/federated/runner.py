@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engage.events import Event, EventSink, FanOut, Reporter
 from engage.federated import report
 from engage.federated.keys import KeyStore, key_dir
 from engage.federated.partition import FederatedData, partition
@@ -23,7 +24,6 @@ from engage.runtime.pipeline import (
     end_run,
     job_tracking,
 )
-from engage.events import Event, EventSink, FanOut, Reporter
 from engage.spec import LoadedSpec
 from engage.train.metrics import PRIMARY_VAL_METRIC
 

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from engage.events import Event
 from engage.monitor.rules import AlertRule
 from engage.monitor.series import Labels, SeriesBuffer
-from engage.events import Event
 
 AlertState = Literal["pending", "firing", "resolved", "inactive"]
 

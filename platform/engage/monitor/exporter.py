@@ -10,9 +10,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, start_http_server
 
 from engage.errors import EngageError
+from engage.events import Event
 from engage.monitor.discovery import register_target, unregister_target
 from engage.monitor.metrics import JobMetrics
-from engage.events import Event
 
 
 @dataclass(frozen=True)

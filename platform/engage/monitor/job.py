@@ -9,11 +9,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from engage.events import Event
 from engage.monitor.evaluator import ANNOUNCED, AlertEvaluator, alert_event
 from engage.monitor.exporter import MonitorSink
 from engage.monitor.rules import RULES, series_names
 from engage.monitor.series import SeriesBuffer
-from engage.events import Event
 
 _log = logging.getLogger(__name__)
 

@@ -19,12 +19,12 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from engage.errors import EngageError
+from engage.events import Event
 from engage.monitor._schema import NewEvent
 from engage.monitor.exporter import Endpoint
 from engage.monitor.live import Scrape, Target, discovered_targets, scrape_all
 from engage.monitor.store import TERMINAL_STATES, EventStore
 from engage.monitor.store_sink import StoreSink
-from engage.events import Event
 
 _log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from engage.events import Event
 from engage.monitor._schema import NewEvent
 from engage.monitor.store import EventStore
-from engage.events import Event
 
 _log = logging.getLogger(__name__)
 _SEVERITY = {"training_health": "warning", "tracking": "warning"}

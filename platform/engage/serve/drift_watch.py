@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from engage.events import Event, Reporter
 from engage.monitor.drift import DriftDecision, DriftPolicy, DriftResult, Reference, make_detector
 from engage.monitor.drift.performance import prediction_shift
-from engage.events import Event, Reporter
 from engage.serve.sampling import Sample, SampleConsumer
 from engage.spec.models import DriftWatchSpec
 

@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 from engage.errors import TrainingError
-from engage.monitor.resources import ResourceSampler
 from engage.events import HubTransport, Reporter
+from engage.monitor.resources import ResourceSampler
 from engage.spec.models import ModelSpec, TrainSpec
 from engage.train.builders import ModelShape, get_builder
 from engage.train.evaluate import accumulate, finalize, loss_function, targets_for_loss

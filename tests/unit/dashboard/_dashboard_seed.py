@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engage.events import Event
 from engage.federated import report
 from engage.federated.attacks import Delivery
 from engage.federated.policy import Decision
@@ -20,7 +21,6 @@ from engage.federated.server import RoundResult
 from engage.federated.verify import Reason, UpdateVerdict
 from engage.monitor.store import EventStore
 from engage.monitor.store_sink import StoreSink
-from engage.events import Event
 from engage.tracking import ensure_experiment, open_client
 from engage.tracking.promotion import promote
 

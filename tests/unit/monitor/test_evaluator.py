@@ -13,12 +13,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from engage.events import Event
 from engage.monitor.evaluator import AlertEvaluator, AlertTransition, alert_event
 from engage.monitor.job import JobMonitor
 from engage.monitor.rule_scenarios import SCENARIOS, Scenario
 from engage.monitor.rules import RULES, AlertRule, get_rule
 from engage.monitor.series import SeriesBuffer, Vector, labels_of
-from engage.events import Event
 
 RUN = labels_of({"job": "j", "run_id": "r"})
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
+from engage.events import Event
 from engage.monitor import MonitorSink, register_target
 from engage.monitor.live import collect, parse_samples
 from engage.monitor.store import EventStore
-from engage.events import Event
 
 
 def training_events(epoch: int = 3) -> list[Event]:

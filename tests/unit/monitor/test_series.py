@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
+from engage.events import Event
 from engage.monitor.metrics import JobMetrics
 from engage.monitor.series import (
     SeriesBuffer,
@@ -21,7 +22,6 @@ from engage.monitor.series import (
     nan_max,
     nan_min,
 )
-from engage.events import Event
 
 RUN = labels_of({"job": "j", "run_id": "r"})
 finite = st.floats(-1e6, 1e6, allow_nan=False)

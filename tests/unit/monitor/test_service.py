@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from engage.events import Event
 from engage.monitor import MonitorSink, register_target
 from engage.monitor.live import Scrape, Target
 from engage.monitor.service import MonitorService, is_loopback
 from engage.monitor.store import EventStore
-from engage.events import Event
 
 from .test_live import closed_port, training_events
 

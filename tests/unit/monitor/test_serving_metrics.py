@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from engage.monitor.serving import ServingMetrics
 from engage.events import Event
+from engage.monitor.serving import ServingMetrics
 
 
 def test_request_events_become_latency_and_status_counts():

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from engage.events import Event
 from engage.monitor.store import EventStore
 from engage.monitor.store_sink import StoreSink
-from engage.events import Event
 
 
 @pytest.fixture

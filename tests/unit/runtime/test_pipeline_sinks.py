@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from engage.runtime.pipeline import _HealthSink, _MetricSink
 from engage.events import Event
+from engage.runtime.pipeline import _HealthSink, _MetricSink
 
 
 class FakeRun:
