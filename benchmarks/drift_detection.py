@@ -2,7 +2,7 @@
 
 engage's default configuration (``cusum`` + ``quality``) against each alibi-detect detector
 used bare (KS and CVM per feature with Bonferroni correction and MMD on tumbling windows;
-the online MMD, LSDD and CVM detectors), on the same streams (engage.monitor.drift.scenarios).
+the online MMD, LSDD and CVM detectors), on the same streams (engage.drift.scenarios).
 
 Equal false-alarm rate, by calibration on no-drift streams (seeds apart from the ones the
 figures are measured on):
@@ -46,9 +46,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import git_commit, machine, write_section
 
-from engage.monitor.drift import make_detector
-from engage.monitor.drift.scenarios import SCENARIOS, make_stream, population
-from engage.monitor.drift.sequential import CusumDetector, cusum_path, increments
+from engage.drift import make_detector
+from engage.drift.scenarios import SCENARIOS, make_stream, population
+from engage.drift.sequential import CusumDetector, cusum_path, increments
 
 CHUNK = 50  # rows per check() of an online detector, as the live sampler hands them over
 WINDOW = 50  # rows per batch test (tumbling windows)
@@ -353,7 +353,7 @@ thread each).
 
 Streams: rows of 4 sensors (temperature, humidity, CO2, power) drawn i.i.d. from one
 simulated population of 12 households x 4 days (the reference is the other half of the
-rows); {N} rows each, the change at row {CHANGE_AT} (see `engage/monitor/drift/scenarios.py`).
+rows); {N} rows each, the change at row {CHANGE_AT} (see `engage/drift/scenarios.py`).
 Delay cells: median over {seeds} seeds of the rows from the change to the first alarm at or
 after it (gradual: from the start of the ramp). Online detectors see rows {CHUNK} at a time,
 as the live sampler hands them over; batch tests run on tumbling windows of {WINDOW} rows

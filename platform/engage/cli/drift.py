@@ -2,7 +2,7 @@
 
 ``check``: a table of current data against the version's reference. ``performance``:
 served predictions joined to delayed labels, the rolling metric against the training
-baseline (logic in :mod:`engage.monitor.drift.decay`). Exit 0: no drift or decay; 8: drift,
+baseline (logic in :mod:`engage.drift.decay`). Exit 0: no drift or decay; 8: drift,
 a data-quality failure or decay; 9: a detector failed or gave no verdict (too few labels).
 For cron and CI: the exit code is the result, the table is for people.
 """
@@ -60,8 +60,8 @@ def check(
 
     def body() -> None:
         from engage.data.sources import read_table
+        from engage.drift.batch import check_batch
         from engage.errors import DriftCheckError, DriftDetected
-        from engage.monitor.drift.batch import check_batch
 
         names = [n.strip() for n in detectors.split(",") if n.strip()]
         ref, source = _reference(model, reference, tracking_uri, home)
@@ -135,8 +135,8 @@ def performance(
 
     def body() -> None:
         from engage import env_vars
+        from engage.drift import decay
         from engage.errors import DataError, DriftCheckError, DriftDetected
-        from engage.monitor.drift import decay
 
         if metric not in decay.BASELINE_KEYS:
             raise DataError(f"--metric {metric!r}: expected accuracy or mae")
@@ -234,8 +234,8 @@ def _verdict(report: Any) -> str:
 
 
 def _reference(model: str | None, folder: Path | None, tracking_uri, home) -> tuple[Any, str]:
+    from engage.drift import Reference
     from engage.errors import DataError
-    from engage.monitor.drift import Reference
 
     if (model is None) == (folder is None):
         raise DataError("give exactly one of --model NAME@alias and --reference FOLDER")
@@ -264,9 +264,9 @@ def _registered_version(model: str, tracking_uri, home) -> tuple[Any, Any, str]:
 
 
 def _download_reference(client: Any, version: Any, where: str) -> Any:
+    from engage.drift import Reference
+    from engage.drift.reference import ARTIFACT_PATH
     from engage.errors import TrackingError
-    from engage.monitor.drift import Reference
-    from engage.monitor.drift.reference import ARTIFACT_PATH
 
     with tempfile.TemporaryDirectory(prefix="engage-drift-") as tmp:
         try:

@@ -78,7 +78,7 @@ class ServingMetrics:
         self._lock = threading.Lock()
 
     def _drift_families(self, r: CollectorRegistry) -> None:
-        """Live drift checks (engage.serve.drift_watch): one series per detector and feature."""
+        """Live drift checks (engage.drift.watch): one series per detector and feature."""
         by_feature = (*REPLICA, "version", "detector", "feature")
         self.drift_statistic = Gauge(
             "engage_drift_statistic",

@@ -196,7 +196,7 @@ def _log_drift_reference(data: PreparedData, run: PipelineRun, model: Any) -> No
     deployment of this model version is monitored for drift without the training data."""
     import torch
 
-    from engage.monitor.drift import capture_reference, log_reference
+    from engage.drift import capture_reference, log_reference
 
     norm = data.normalization
     x_raw = (

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from engage.drift import Reference
+from engage.drift.watch import DRIFT_RULE, mlflow_reference_loader
 from engage.errors import EngageError
-from engage.monitor.drift import Reference
-from engage.serve.drift_watch import DRIFT_RULE, mlflow_reference_loader
 
 _PER_REQUEST = 50  # windows per POST
 _POLL_S = 0.5

@@ -4,7 +4,7 @@ Every answered request becomes events on a :class:`Reporter` whose sinks are the
 Prometheus endpoint (``engage.monitor.serving``, advertised through file discovery) and an
 aggregator that logs a few summary metrics per interval to the deployment's monitoring run
 through the tracking spool. Sampled inputs and predictions go to the :class:`Sampler`,
-whose consumers include the :class:`~engage.serve.drift_watch.DriftWatcher` (live drift
+whose consumers include the :class:`~engage.drift.watch.DriftWatcher` (live drift
 checks, reported through the same path; the aggregator logs their latest values too).
 
 None of it runs on a request: the request path appends one tuple to a queue (a
@@ -193,7 +193,7 @@ class ServingHooks:
         """The live drift checks, when enabled (a broken store must not stop serving)."""
         if settings.drift is None or not settings.drift.enabled or settings.sample_rate <= 0:
             return None
-        from engage.serve.drift_watch import DriftWatcher
+        from engage.drift.watch import DriftWatcher
 
         try:
             # Its own Reporter: it reports from the sampler's thread.

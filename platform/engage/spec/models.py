@@ -320,7 +320,7 @@ class DriftWatchSpec(StrictModel):
     @field_validator("detectors")
     @classmethod
     def _known_detectors(cls, v: list[str]) -> list[str]:
-        from engage.monitor.drift import detector_names
+        from engage.drift import detector_names
 
         valid = detector_names()
         unknown = [d for d in v if d not in valid]

@@ -1,6 +1,6 @@
 """The Drift page: per deployment, detector results over time and the drift alerts.
 
-Live drift checks (``engage.serve.drift_watch``) report per detector and feature gauges;
+Live drift checks (``engage.drift.watch``) report per detector and feature gauges;
 the serving replica's aggregator logs their latest values to the deployment's monitoring
 run in MLflow (experiment ``engage-serving``) as ``drift_statistic_<detector>_<feature>``,
 ``drift_threshold_<detector>_<feature>``, ``drift_detected_<detector>`` and
@@ -122,7 +122,7 @@ def _version(label: str) -> str:
 
 def _detectors(keys: list[str]) -> list[str]:
     """Detector names, longest first, so ``mmd_online_co2`` is not read as ``mmd``."""
-    from engage.monitor.drift import detector_names
+    from engage.drift import detector_names
 
     found = {k.removeprefix(_DETECTED) for k in keys if k.startswith(_DETECTED)}
     return sorted(found | set(detector_names()), key=len, reverse=True)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from typer.testing import CliRunner
 
-from tests.unit.monitor.drift.conftest import MODEL
+from tests.unit.drift.conftest import MODEL
 
 main = importlib.import_module("engage.cli.main")
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engage.monitor.drift import capture_reference, make_detector
-from engage.monitor.drift.reference import ARTIFACT_PATH
-from engage.monitor.drift.scenarios import population
+from engage.drift import capture_reference, make_detector
+from engage.drift.reference import ARTIFACT_PATH
+from engage.drift.scenarios import population
 from engage.tracking.store import ensure_experiment, open_client
 
 FEATURES = ("a", "b", "c")

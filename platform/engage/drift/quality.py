@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from engage.monitor.drift.base import DriftDetector, DriftResult, FeatureDrift, register_detector
-from engage.monitor.drift.reference import Reference
+from engage.drift.base import DriftDetector, DriftResult, FeatureDrift, register_detector
+from engage.drift.reference import Reference
 
 
 @dataclass(frozen=True)

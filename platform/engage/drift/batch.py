@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from engage.monitor.drift.base import DriftResult, make_detector
-from engage.monitor.drift.policy import DriftDecision, DriftPolicy
-from engage.monitor.drift.quality import check_quality, quality_result
-from engage.monitor.drift.reference import Reference
+from engage.drift.base import DriftResult, make_detector
+from engage.drift.policy import DriftDecision, DriftPolicy
+from engage.drift.quality import check_quality, quality_result
+from engage.drift.reference import Reference
 
 DEFAULT_DETECTORS = ("quality", "ks")
 

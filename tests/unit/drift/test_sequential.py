@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engage.monitor.drift import ErrorCusum, make_detector
-from engage.monitor.drift.scenarios import SCENARIOS, make_stream
+from engage.drift import ErrorCusum, make_detector
+from engage.drift.scenarios import SCENARIOS, make_stream
 
 
 def _first_alarm(detectors, x: np.ndarray, chunk: int = 50) -> int | None:

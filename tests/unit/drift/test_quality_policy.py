@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engage.monitor.drift import (
+from engage.drift import (
     DriftPolicy,
     DriftResult,
     FeatureDrift,
@@ -63,7 +63,7 @@ def test_a_stuck_window_spanning_two_batches_is_found(gaussian_reference) -> Non
 
 
 def test_a_feature_constant_in_training_is_not_called_stuck() -> None:
-    from engage.monitor.drift import capture_reference
+    from engage.drift import capture_reference
 
     x = np.random.default_rng(0).normal(size=(100, 6, 2))
     x[::2, :, 1] = 0.0  # a motion sensor: idle half the time

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engage.monitor.drift import make_detector
-from engage.monitor.drift._alibi import corrected
+from engage.drift import make_detector
+from engage.drift._alibi import corrected
 
 pytest.importorskip("alibi_detect")
 

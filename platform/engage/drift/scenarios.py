@@ -26,7 +26,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from engage.monitor.drift.reference import Reference, capture_reference
+from engage.drift.reference import Reference, capture_reference
 
 FEATURES = ("temperature", "humidity", "co2", "power")
 SCENARIOS = ("no_drift", "sudden", "gradual", "variance", "stuck", "seasonal", "covariate")

@@ -5,7 +5,7 @@ thread, never on a request. On the first sample of a ``(model, version)`` it loa
 version's training reference (the run's ``reference/`` artifacts, through an explicit
 ``MlflowClient``) and fits the configured detectors once; every ``check_every`` sampled
 windows it checks them (each window's last row, as the reference holds rows), lets a
-:class:`~engage.monitor.drift.DriftPolicy` decide, and reports through the replica's
+:class:`~engage.drift.DriftPolicy` decide, and reports through the replica's
 :class:`~engage.events.Reporter`: per detector and feature gauge events
 (Prometheus, the MLflow monitoring run) and, on a change of state, an ``alert`` lifecycle
 event (``EngageDriftDetected`` or ``EngageDriftCheckFailed``), which it also records in the
@@ -15,7 +15,7 @@ drift state is left as it was and ``EngageDriftCheckFailed`` fires.
 Predictions get the same treatment (the label-free proxy of performance decay): the
 latest ``prediction_window`` sampled outputs of a version are compared, at each check,
 with the training outputs its reference holds
-(:func:`~engage.monitor.drift.performance.prediction_shift`: predicted-class or value
+(:func:`~engage.drift.performance.prediction_shift`: predicted-class or value
 shift, confidence drop), reported as detector ``prediction_shift`` and alerted as
 ``EngagePredictionShift``; a version whose reference has no outputs is checked on inputs
 only.
@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from engage.drift import DriftDecision, DriftPolicy, DriftResult, Reference, make_detector
+from engage.drift.performance import prediction_shift
 from engage.events import Event, Reporter
-from engage.monitor.drift import DriftDecision, DriftPolicy, DriftResult, Reference, make_detector
-from engage.monitor.drift.performance import prediction_shift
 from engage.serve.sampling import Sample, SampleConsumer
 from engage.spec.models import DriftWatchSpec
 
@@ -64,7 +64,7 @@ def mlflow_reference_loader(tracking_uri: str) -> ReferenceLoader:
     def load(model: str, version: str) -> Reference | None:
         import os
 
-        from engage.monitor.drift.reference import ARTIFACT_PATH, JSON
+        from engage.drift.reference import ARTIFACT_PATH, JSON
         from engage.tracking.store import open_client
 
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -406,6 +406,6 @@ def _moved(r: DriftResult) -> str:
 
 def _all_features(r: DriftResult):
     """A multivariate result as one pseudo-feature ``all``."""
-    from engage.monitor.drift import FeatureDrift
+    from engage.drift import FeatureDrift
 
     return FeatureDrift("all", r.statistic, r.p_value, r.threshold, r.is_drift)

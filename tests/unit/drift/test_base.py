@@ -7,9 +7,9 @@ import importlib
 import numpy as np
 import pytest
 
-import engage.monitor.drift as drift
-from engage.monitor.drift import DETECTORS, DriftResult, detector_names, make_detector
-from engage.monitor.drift.base import DriftDetector, register_detector
+import engage.drift as drift
+from engage.drift import DETECTORS, DriftResult, detector_names, make_detector
+from engage.drift.base import DriftDetector, register_detector
 
 
 def test_an_unknown_name_lists_the_valid_ones() -> None:
@@ -43,7 +43,7 @@ def test_every_registered_detector_has_a_docstring_and_a_default_threshold() -> 
 
 @pytest.mark.parametrize("name", drift.__all__)
 def test_every_public_name_imports(name: str) -> None:
-    assert getattr(importlib.import_module("engage.monitor.drift"), name) is not None
+    assert getattr(importlib.import_module("engage.drift"), name) is not None
 
 
 class _Broken(DriftDetector):

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from engage.monitor.drift.base import DriftDetector, DriftResult, FeatureDrift, register_detector
-from engage.monitor.drift.reference import Reference
+from engage.drift.base import DriftDetector, DriftResult, FeatureDrift, register_detector
+from engage.drift.reference import Reference
 
 
 def corrected(p: np.ndarray, method: str) -> np.ndarray:

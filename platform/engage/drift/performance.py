@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
-from engage.monitor.drift.base import DriftResult, FeatureDrift
+from engage.drift.base import DriftResult, FeatureDrift
 
 Metric = Literal["accuracy", "mae"]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engage.monitor.drift import Reference, capture_reference, log_reference
+from engage.drift import Reference, capture_reference, log_reference
 
 
 def test_capture_keeps_raw_stats_and_last_rows(gaussian_reference: Reference) -> None:

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from engage.data.sources import read_table
+from engage.drift.base import DriftResult
+from engage.drift.performance import LabelJoin, Metric, prediction_shift, rolling_metric
 from engage.errors import DataError, TrackingError
-from engage.monitor.drift.base import DriftResult
-from engage.monitor.drift.performance import LabelJoin, Metric, prediction_shift, rolling_metric
 
 # Run metrics tried in order for the baseline: held-out test first, then validation.
 BASELINE_KEYS: dict[str, tuple[str, ...]] = {

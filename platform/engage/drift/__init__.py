@@ -7,7 +7,7 @@ Capture a :class:`Reference` at training time (:func:`capture_reference`,
 alibi-detect is imported only by the alibi detectors' module, and only when one is asked for.
 """
 
-from engage.monitor.drift.base import (
+from engage.drift.base import (
     DETECTORS,
     DriftDetector,
     DriftResult,
@@ -16,11 +16,11 @@ from engage.monitor.drift.base import (
     make_detector,
     register_detector,
 )
-from engage.monitor.drift.performance import LabelJoin, prediction_shift, rolling_metric
-from engage.monitor.drift.policy import DriftDecision, DriftPolicy
-from engage.monitor.drift.quality import QualityReport, check_quality
-from engage.monitor.drift.reference import Reference, capture_reference, log_reference
-from engage.monitor.drift.sequential import CusumDetector, ErrorCusum
+from engage.drift.performance import LabelJoin, prediction_shift, rolling_metric
+from engage.drift.policy import DriftDecision, DriftPolicy
+from engage.drift.quality import QualityReport, check_quality
+from engage.drift.reference import Reference, capture_reference, log_reference
+from engage.drift.sequential import CusumDetector, ErrorCusum
 
 __all__ = [
     "DETECTORS",

@@ -16,7 +16,7 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from engage.serve.sampling import Sample, SqliteSampleStore
-from tests.unit.monitor.drift.conftest import BASELINE_ACCURACY, MODEL
+from tests.unit.drift.conftest import BASELINE_ACCURACY, MODEL
 
 main = importlib.import_module("engage.cli.main")
 N = 400

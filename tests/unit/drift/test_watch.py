@@ -10,13 +10,13 @@ import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 from prometheus_client import CollectorRegistry
 
+from engage.drift import DriftResult, FeatureDrift
+from engage.drift.scenarios import FEATURES, make_stream, population
+from engage.drift.watch import DRIFT_RULE, FAILED_RULE, PROXY, SHIFT_RULE, DriftWatcher
 from engage.events import FanOut, Reporter
-from engage.monitor.drift import DriftResult, FeatureDrift
-from engage.monitor.drift.scenarios import FEATURES, make_stream, population
 from engage.monitor.serving import ServingMetrics
 from engage.monitor.store import EventStore
 from engage.monitor.store_sink import StoreSink
-from engage.serve.drift_watch import DRIFT_RULE, FAILED_RULE, PROXY, SHIFT_RULE, DriftWatcher
 from engage.serve.sampling import Sample
 from engage.spec.models import DriftWatchSpec
 

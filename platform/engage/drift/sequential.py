@@ -26,8 +26,8 @@ import math
 import numpy as np
 from scipy.special import ndtri
 
-from engage.monitor.drift.base import DriftDetector, DriftResult, FeatureDrift, register_detector
-from engage.monitor.drift.reference import Reference
+from engage.drift.base import DriftDetector, DriftResult, FeatureDrift, register_detector
+from engage.drift.reference import Reference
 
 STATS = ("mean_up", "mean_down", "var_up", "var_down")
 

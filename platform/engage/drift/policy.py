@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from engage.monitor.drift.base import DriftResult
+from engage.drift.base import DriftResult
 
 Severity = Literal["none", "warning", "critical", "error"]
 _RANK = {"none": 0, "warning": 1, "critical": 2, "error": 3}

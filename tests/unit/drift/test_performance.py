@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engage.monitor.drift import LabelJoin, prediction_shift, rolling_metric
-from engage.monitor.drift.performance import wilson
+from engage.drift import LabelJoin, prediction_shift, rolling_metric
+from engage.drift.performance import wilson
 
 
 def test_labels_join_predictions_by_request_id_in_any_order() -> None:

@@ -1,8 +1,8 @@
 """The drift extension point: one abstract detector, typed results, a registry by name.
 
-A detector is fitted once on a :class:`~engage.monitor.drift.reference.Reference` (per
+A detector is fitted once on a :class:`~engage.drift.reference.Reference` (per
 model version, off the request path) and then checks batches of rows. It returns a
-:class:`DriftResult` and never alerts: :mod:`engage.monitor.drift.policy` decides. A
+:class:`DriftResult` and never alerts: :mod:`engage.drift.policy` decides. A
 detector that raises, or whose p-value is NaN, yields ``DriftResult(error=...)``, which
 the policy turns into an error decision, never into "no drift" (alibi-detect #221).
 """
@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from engage.monitor.drift.reference import Reference
+from engage.drift.reference import Reference
 
 Kind = Literal["batch", "online"]
 
@@ -163,7 +163,7 @@ def register_detector(name: str) -> Callable[[type[DriftDetector]], type[DriftDe
 # Registered on import of their module; alibi-detect's are listed here so that asking for
 # one loads alibi-detect (slow, BSL-licensed) only then, and never otherwise.
 _LAZY = {
-    name: "engage.monitor.drift._alibi"
+    name: "engage.drift._alibi"
     for name in ("ks", "cvm", "mmd", "mmd_online", "lsdd_online", "cvm_online")
 }
 
@@ -189,4 +189,4 @@ def make_detector(name: str, **options: Any) -> DriftDetector:
 
 
 def _load_builtin() -> None:
-    from engage.monitor.drift import quality, sequential  # noqa: F401
+    from engage.drift import quality, sequential  # noqa: F401
