@@ -36,7 +36,8 @@ def measure(home: Path, uri: str, model: str, version: str, body: bytes, rounds:
     import torch
 
     from engage.serve.app import _answer, _Version
-    from engage.serve.controller import _ingress_settings, _monitoring_run
+    from engage.serve.build import ingress_settings
+    from engage.serve.controller import _monitoring_run
     from engage.serve.hooks import ServingHooks
     from engage.serve.model import load, resolve
     from engage.serve.validation import parse_predict
@@ -48,7 +49,7 @@ def measure(home: Path, uri: str, model: str, version: str, body: bytes, rounds:
     served = _Version(target, load(target, home / "serve" / "cache"))
     spec = DeploySpec()
     run_local, run_id = _monitoring_run(home, uri, "bench-hooks", target, {})
-    settings = _ingress_settings("bench-hooks", spec, None, home, run_local, run_id)
+    settings = ingress_settings("bench-hooks", spec, None, home, run_local, run_id)
     hooks = ServingHooks(settings.hooks, "bench")
     hooks.prepare(target)  # as a replica does when it loads the version: drift detectors fitted
 

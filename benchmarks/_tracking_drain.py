@@ -13,8 +13,8 @@ from _mlflow_server import LocalMlflowServer
 from _tracking_latency import NAMES
 
 from engage.events import FanOut, Reporter
-from engage.runtime.pipeline import _MetricSink
 from engage.tracking import Drainer, PipelineRun, Spool, ensure_experiment, open_client
+from engage.tracking.sinks import MetricSink
 from engage.tracking.spool import now_ms
 
 
@@ -167,7 +167,7 @@ def outage(home: Path, outage_s: float, period_s: float = 0.01, steady_s: float 
     run = PipelineRun.start(spool, server.url, "tracking-bench", "outage", {}, home)
     drainer = Drainer(spool.path, warn=warnings.append, client_factory=factory).start()
     drainer.flush(run.local_id)
-    producer = _Producer(Reporter(FanOut([_MetricSink(run)])), period_s)
+    producer = _Producer(Reporter(FanOut([MetricSink(run)])), period_s)
     try:
         producer.start()
         time.sleep(steady_s)

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engage.events import FanOut, Reporter
-from engage.runtime.pipeline import _MetricSink
 from engage.tracking import Drainer, PipelineRun, Spool, ensure_experiment, open_client
+from engage.tracking.sinks import MetricSink
 
 NAMES = [f"bench_metric_{k}" for k in range(10)]
 
@@ -41,11 +41,11 @@ class LatencyBench:
         self.async_run = self.client.create_run(experiment, run_name="mlflow-async").info.run_id
         self.spool = Spool(home / "spool.db")
         self.run = PipelineRun.start(self.spool, uri, "tracking-bench", "engage-latency", {}, home)
-        self.reporter = Reporter(FanOut([_MetricSink(self.run)]))
+        self.reporter = Reporter(FanOut([MetricSink(self.run)]))
         self.async_backlog_s = 0.0
 
     def engage(self, n: int, step: int) -> list[float]:
-        """Reporter.metric into the spool sink, with the drainer thread running as in a job."""
+        """Reporter.metric into the spool sink, with the drainer running as in a job."""
         drainer = Drainer(self.spool.path).start()
         drainer.flush(self.run.local_id)  # the run exists in MLflow before timing starts
         out = time_calls(self.reporter.metric, n, step)

@@ -1,11 +1,9 @@
-"""Step time of a small torch training loop without logging (A) and with engage reporting (B)."""
+"""Step time of a small torch training loop without logging (A) and with engage reporting."""
 
 from __future__ import annotations
 
 import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,8 +12,8 @@ import psutil
 import torch
 
 from engage.events import FanOut, Reporter
-from engage.runtime.pipeline import _MetricSink
 from engage.tracking import Drainer, PipelineRun, Spool
+from engage.tracking.sinks import MetricSink
 
 METRICS_PER_STEP = 10
 
@@ -49,40 +47,24 @@ class Mlp:
         return {**base, **{f"train_aux_{k}": value * k for k in range(METRICS_PER_STEP - 3)}}
 
 
-# The drainer out of the training process, at the lowest CPU priority: arm C below.
-_DRAINER_PROCESS = """
-import sys
-from engage.tracking import Drainer
-drainer = Drainer(sys.argv[1]).start()
-sys.stdin.read()  # until the benchmark closes our stdin
-drainer.stop(final_drain_s=120)
-"""
-
 ARMS = {
     "A": "no logging",
     "S": "engage report -> spool, no drainer running",
-    "B": "engage report -> spool, drainer thread sending to MLflow (a real job)",
-    "C": "as B, but the drainer in a separate process at nice 19",
+    "B": "engage report -> spool, drainer process at nice 19 sending to MLflow (a real job)",
+    "T": "as B, but the drainer a thread of the training process (before issue 11)",
 }
 
 
 class _Arm:
-    """What one arm runs around the training loop: a reporter, and a drainer thread or process."""
+    """What one arm runs around the training loop: a reporter, and a drainer process or thread."""
 
     def __init__(self, name: str, home: Path, uri: str) -> None:
         self.name = name
         self.home, self.uri = home, uri
         self.spool = Spool(home / f"train-{name}.db") if name != "A" else None
-        self.process: subprocess.Popen | None = None
         self.drainer_cpu_s = 0.0  # CPU the drainer spent on this arm's repetitions
         self.drainer_cpu_in_steps_s = 0.0  # ... of which while the timed steps ran
         self._cpu_at_begin = 0.0
-        if name == "C":  # one drainer process for all of C's repetitions (start-up is seconds)
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", _DRAINER_PROCESS, str(self.spool.path)],
-                stdin=subprocess.PIPE,
-                preexec_fn=lambda: os.nice(19),
-            )
 
     def begin(self) -> tuple[Reporter | None, Any]:
         if self.spool is None:
@@ -90,49 +72,37 @@ class _Arm:
         run = PipelineRun.start(
             self.spool, self.uri, "tracking-bench", f"train-{self.name}", {}, self.home
         )
-        drainer = Drainer(self.spool.path).start() if self.name == "B" else None
-        if self.name != "S":
-            self._wait_drained(run, drainer)  # the run exists in MLflow before the clock starts
-            self._cpu_at_begin = self._drainer_cpu(drainer)
-        return Reporter(FanOut([_MetricSink(run)])), (run, drainer)
+        drainer = None
+        if self.name in ("B", "T"):
+            drainer = Drainer(self.spool.path, in_process=self.name == "T").start()
+            drainer.flush(run.local_id, timeout_s=120)  # the run is in MLflow before the clock
+            self._cpu_at_begin = _drainer_cpu(drainer)
+        return Reporter(FanOut([MetricSink(run)])), (run, drainer)
 
     def end(self, reporter: Reporter | None, state: Any) -> None:
         if reporter is None:
             return
         run, drainer = state
-        if self.name != "S":
-            self.drainer_cpu_in_steps_s += self._drainer_cpu(drainer) - self._cpu_at_begin
+        if drainer is not None:
+            self.drainer_cpu_in_steps_s += _drainer_cpu(drainer) - self._cpu_at_begin
         reporter.flush()
         run.end("FINISHED")
-        if self.name != "S":  # nothing of this repetition spills into the next one
-            self._wait_drained(run, drainer)
-            self.drainer_cpu_s += self._drainer_cpu(drainer) - self._cpu_at_begin
-        if drainer is not None:
+        if drainer is not None:  # nothing of this repetition spills into the next one
+            drainer.flush(run.local_id, timeout_s=120)
+            self.drainer_cpu_s += _drainer_cpu(drainer) - self._cpu_at_begin
             drainer.stop()
 
-    def _drainer_cpu(self, drainer: Drainer | None) -> float:
-        """CPU seconds so far of the drainer: its thread (B) or its process (C)."""
-        if drainer is not None:
-            return time.clock_gettime(time.pthread_getcpuclockid(drainer._thread.ident))
-        times = psutil.Process(self.process.pid).cpu_times()
-        return times.user + times.system
-
-    def _wait_drained(self, run: PipelineRun, drainer: Drainer | None) -> None:
-        if drainer is not None:
-            drainer.flush(run.local_id, timeout_s=120)
-            return
-        deadline = time.monotonic() + 120
-        while any(r.local_id == run.local_id for r in self.spool.unfinished_runs()):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the drainer process did not drain the run")
-            time.sleep(0.1)
-
     def close(self) -> None:
-        if self.process is not None:
-            self.process.stdin.close()
-            self.process.wait(timeout=180)
         if self.spool is not None:
             self.spool.close()
+
+
+def _drainer_cpu(drainer: Drainer) -> float:
+    """CPU seconds so far of the drainer: its process (B) or its thread (T)."""
+    if drainer.pid is not None:
+        times = psutil.Process(drainer.pid).cpu_times()
+        return times.user + times.system
+    return time.clock_gettime(time.pthread_getcpuclockid(drainer._thread.ident))
 
 
 def _repetition(mlp: Mlp, steps: int, arm: _Arm) -> list[float]:

@@ -1,4 +1,5 @@
-"""engage's dashboard: jobs, alerts, drift, federated rounds and registered models.
+"""engage's dashboard: an overview, experiments, jobs (each one live), alerts, drift,
+federated rounds and registered models.
 
 UI only: every query goes through ``engage.monitor.views``. Start it with ``make dashboard``
 or ``engage dashboard`` (both bind 127.0.0.1); it reads the same stores as ``engage
@@ -21,13 +22,6 @@ import _ui  # noqa: E402
 import streamlit as st  # noqa: E402
 
 st.set_page_config(page_title="engage", page_icon=":material/monitoring:", layout="wide")
-PAGES = [
-    st.Page("screens/jobs.py", title="Jobs", icon=":material/directions_run:", default=True),
-    st.Page("screens/alerts.py", title="Alerts", icon=":material/notifications_active:"),
-    st.Page("screens/drift.py", title="Drift", icon=":material/ssid_chart:"),
-    st.Page("screens/federated.py", title="Federated", icon=":material/hub:"),
-    st.Page("screens/models.py", title="Models", icon=":material/inventory_2:"),
-]
-page = st.navigation(PAGES)
+page = st.navigation(_ui.pages())
 _ui.sidebar()
 page.run()

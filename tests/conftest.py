@@ -1,4 +1,11 @@
-"""Shared fixtures: the engage command as a user runs it, and an isolated ENGAGE_HOME."""
+"""Shared fixtures: the engage command as a user runs it, and an isolated ENGAGE_HOME.
+
+Also the session's one background set-up hook: a test module that defines
+``start_in_background(tmp_path_factory)`` and ``stop_background()`` (today the watched
+Prometheus job, tests/integration/monitor/test_watched_job.py) runs after every other test,
+and its set-up is started when the unit tests begin, so a set-up that mostly waits overlaps
+tests that keep one of the two cores busy instead of adding its minutes to theirs.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +15,45 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 ENGAGE = Path(sys.executable).with_name("engage")
+
+
+_STARTS_BACKGROUND = pytest.StashKey[list]()  # modules whose set-up this test starts
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run modules with a background set-up last; start those set-ups with the unit tests."""
+    deferred = [item for item in items if _background_module(item) is not None]
+    if not deferred:
+        return
+    rest = [item for item in items if _background_module(item) is None]
+    unit = REPO / "tests" / "unit"
+    first_unit = next((item for item in rest if item.path.is_relative_to(unit)), None)
+    items[:] = rest + deferred
+    if first_unit is not None:
+        modules = list(dict.fromkeys(_background_module(item) for item in deferred))
+        first_unit.stash[_STARTS_BACKGROUND] = modules
+        for module in modules:
+            config.add_cleanup(module.stop_background)
+
+
+def _background_module(item: pytest.Item) -> Any:
+    module = getattr(item, "module", None)
+    return module if hasattr(module, "start_in_background") else None
+
+
+@pytest.fixture(autouse=True)
+def _background_setups(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Start the background set-ups that pytest_collection_modifyitems gave this test."""
+    for module in request.node.stash.get(_STARTS_BACKGROUND, ()):
+        module.start_in_background(tmp_path_factory)
 
 
 @pytest.fixture

@@ -47,7 +47,17 @@ def body() -> None:
     for column, chosen in (("state", states), ("severity", severities), ("rule", rules)):
         if chosen:
             frame = frame[frame[column].isin(chosen)]
-    st.dataframe(frame, hide_index=True, width="stretch")
+    _ui.table(
+        frame,
+        {
+            "started": "medium",
+            "resolved": "medium",
+            "rule": "medium",
+            "labels": "medium",
+            "job": "medium",
+            "summary": "large",
+        },
+    )
 
 
 _ui.live(body)

@@ -47,7 +47,13 @@ def _deployment(view: DriftView) -> None:
         st.caption(f"Monitoring run `{view.run_id}` has logged no detector results yet.")
     else:
         st.subheader("Latest result per detector and feature")
-        st.dataframe(view.latest, hide_index=True, width="stretch")
+        checked = st.column_config.DatetimeColumn("checked", format="YYYY-MM-DD HH:mm:ss")
+        verdict = st.column_config.CheckboxColumn(
+            "detector says drift", help="this feature's own verdict at the latest check"
+        )
+        _ui.table(
+            view.latest, {"checked": "medium"}, checked=checked, **{"detector says drift": verdict}
+        )
         st.subheader("Statistic vs threshold over time")
         for detector, part in view.history.groupby("detector", sort=True):
             st.altair_chart(_chart(detector, part), width="stretch")
@@ -59,7 +65,7 @@ def _chart(detector: str, part: pd.DataFrame) -> alt.Chart:
         alt.Chart(part, title=f"{detector}")
         .mark_line(point=True)
         .encode(
-            x=alt.X("time:T", title="checked at"),
+            x=_ui.time_x(part["time"], title="checked at"),
             y=alt.Y("value:Q", title="value"),
             color=alt.Color("feature:N"),
             strokeDash=alt.StrokeDash("series:N", title="series"),
@@ -74,7 +80,7 @@ def _alerts(view: DriftView) -> None:
     if not view.alerts:
         st.caption("None raised.")
         return
-    st.dataframe(
+    _ui.table(
         pd.DataFrame(
             {
                 "started": [_ui.when(a.started_at) for a in view.alerts],
@@ -86,8 +92,7 @@ def _alerts(view: DriftView) -> None:
                 "summary": [a.summary for a in view.alerts],
             }
         ),
-        hide_index=True,
-        width="stretch",
+        {"summary": "large", "rule": "medium", "started": "medium", "resolved": "medium"},
     )
 
 

@@ -61,15 +61,15 @@ def _show(view: FederatedView) -> None:
         st.caption("No update was rejected.")
     else:
         st.altair_chart(_rejections(view.rejected), width="stretch")
-        st.dataframe(view.rejected, hide_index=True, width="stretch")
+        _ui.table(view.rejected, {"detail": "large"})
     st.subheader("Per-client verdicts")
-    st.dataframe(view.clients, hide_index=True, width="stretch")
+    _ui.table(view.clients, {"client": "medium", "rejected": "medium", "verdict": "medium"})
     if view.closing_table:
         with st.expander("the run's closing verdict table"):
             st.code(view.closing_table, language=None)
     if view.alerts:
         st.subheader("Alerts of this run")
-        st.dataframe(
+        _ui.table(
             pd.DataFrame(
                 {
                     "started": [_ui.when(x.started_at) for x in view.alerts],
@@ -79,8 +79,7 @@ def _show(view: FederatedView) -> None:
                     "summary": [x.summary for x in view.alerts],
                 }
             ),
-            hide_index=True,
-            width="stretch",
+            {"started": "medium", "rule": "medium", "labels": "medium", "summary": "large"},
         )
 
 

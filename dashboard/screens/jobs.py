@@ -1,14 +1,26 @@
-"""Jobs: running and recent jobs, their stage, epoch and last metrics, and open alerts."""
+"""Jobs: running and recent jobs on a timeline, their stage, epoch and last metrics, and
+the open alerts on them (alerts of deployments are on the Alerts and Drift pages)."""
 
 from __future__ import annotations
 
+import time
+
 import _ui
+import altair as alt
 import pandas as pd
 import streamlit as st
 
-from engage.monitor.views import job_rows
+from engage.monitor.views import JobRow, job_rows, jobs_timeline, open_alert_count
 
 st.title("Jobs")
+STATE_COLORS = {
+    "running": "#1e88e5",
+    "unreachable": "#fb8c00",
+    "finished": "#43a047",
+    "failed": "#e53935",
+    "killed": "#8e24aa",
+    "lost": "#757575",
+}
 
 
 def body() -> None:
@@ -25,46 +37,49 @@ def body() -> None:
     rows, notes = job_rows(store, _ui.client(src), collect(src.home, store))
     for note in notes:
         st.warning(note)
-    running = [r for r in rows if r.state == "running"]
-    firing = store.open_alerts()
     left, middle, right = st.columns(3)
-    left.metric("running jobs", len(running))
+    left.metric("running jobs", sum(r.state == "running" for r in rows))
     middle.metric("jobs shown", len(rows))
-    right.metric("open alerts", len(firing))
+    right.metric("open alerts", open_alert_count(rows), help="firing alerts of the jobs below")
     if not rows:
         st.info(f"No jobs recorded yet. To get data, {_ui.QUICKSTART}, or `engage run SPEC`.")
-    else:
-        st.dataframe(_jobs_frame(rows), hide_index=True, width="stretch", column_config=_COLUMNS)
-    st.subheader("Open alerts")
-    if not firing:
-        st.success("No open alerts.")
-    else:
-        st.dataframe(
-            pd.DataFrame(
-                {
-                    "since": [_ui.when(a.started_at) for a in firing],
-                    "severity": [a.severity for a in firing],
-                    "rule": [a.rule for a in firing],
-                    "job": [a.job for a in firing],
-                    "run id": [a.run_id for a in firing],
-                    "labels": [_ui.labels_text(a.labels) for a in firing],
-                    "summary": [a.summary for a in firing],
-                }
-            ),
-            hide_index=True,
-            width="stretch",
-        )
+        return
+    st.altair_chart(_timeline(jobs_timeline(rows, time.time())), width="stretch")
+    _ui.table(_jobs_frame(rows), _WIDTHS, **_COLUMNS)
+    _ui.link("job", "Live view of one job: step time, throughput, data stall, CPU, memory")
+    _open_alerts(store, rows)
     _events(store, rows)
 
 
+_WIDTHS = {"job": "medium", "last metrics": "large", "open alerts": "medium", "run id": "small"}
 _COLUMNS = {
     "MLflow run": st.column_config.LinkColumn(
-        "MLflow run", display_text=r"runs/([0-9a-zA-Z]+)$", help="opens in `mlflow ui`"
+        "MLflow run", display_text=r"runs/([0-9a-zA-Z]{8})[0-9a-zA-Z]*$", help="opens `mlflow ui`"
     )
 }
 
 
-def _jobs_frame(rows) -> pd.DataFrame:
+def _timeline(frame: pd.DataFrame) -> alt.Chart:
+    states = sorted(set(frame["state"]))
+    color = alt.Color(
+        "state:N",
+        scale=alt.Scale(domain=states, range=[STATE_COLORS.get(s, "#9e9e9e") for s in states]),
+    )
+    return (
+        alt.Chart(frame, title="Jobs over time")
+        .mark_bar(cornerRadius=3)
+        .encode(
+            x=_ui.time_x(pd.concat([frame["start"], frame["end"]]), "start", "started → ended"),
+            x2="end:T",
+            y=alt.Y("job:N", title=None, sort=None),
+            color=color,
+            tooltip=["job", "run id", "state", "start:T", "end:T", "open alerts"],
+        )
+        .properties(height=70 + 30 * frame["job"].nunique())
+    )
+
+
+def _jobs_frame(rows: list[JobRow]) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "job": [r.job for r in rows],
@@ -81,28 +96,50 @@ def _jobs_frame(rows) -> pd.DataFrame:
     )
 
 
-def _events(store, rows) -> None:
+def _open_alerts(store, rows: list[JobRow]) -> None:
+    st.subheader("Open alerts on these jobs")
+    ids = {r.run_id for r in rows}
+    everything = store.open_alerts()
+    firing = [a for a in everything if a.run_id in ids]
+    if not firing:
+        st.success("No open alerts on these jobs.")
+    else:
+        frame = pd.DataFrame(
+            {
+                "since": [_ui.when(a.started_at) for a in firing],
+                "severity": [a.severity for a in firing],
+                "rule": [a.rule for a in firing],
+                "job": [a.job for a in firing],
+                "run id": [a.run_id for a in firing],
+                "summary": [a.summary for a in firing],
+            }
+        )
+        _ui.table(frame, {"summary": "large", "rule": "medium", "job": "medium"})
+    others = len(everything) - len(firing)
+    if others:
+        st.caption(f"{others} more open alert(s) on deployments, not jobs:")
+        _ui.link("alerts", "Alerts")
+
+
+def _events(store, rows: list[JobRow]) -> None:
     with st.expander("Events of one job"):
         choice = st.selectbox(
             "job", [r.run_id for r in rows], format_func=lambda i: _label(rows, i), key="job_events"
         )
         if choice:
             found = store.events(run_id=choice, limit=200)
-            st.dataframe(
-                pd.DataFrame(
-                    {
-                        "time": [_ui.when(e.ts) for e in found],
-                        "event": [e.name for e in found],
-                        "severity": [e.severity for e in found],
-                        "message": [e.message for e in found],
-                    }
-                ),
-                hide_index=True,
-                width="stretch",
+            frame = pd.DataFrame(
+                {
+                    "time": [_ui.when(e.ts) for e in found],
+                    "event": [e.name for e in found],
+                    "severity": [e.severity for e in found],
+                    "message": [e.message for e in found],
+                }
             )
+            _ui.table(frame, {"time": "medium", "message": "large"})
 
 
-def _label(rows, run_id: str) -> str:
+def _label(rows: list[JobRow], run_id: str) -> str:
     job = next((r.job for r in rows if r.run_id == run_id), "?")
     return f"{job} · {run_id}"
 

@@ -33,7 +33,7 @@ def body() -> None:
             "run id": [r.run_id or "-" for r in rows],
         }
     )
-    st.dataframe(frame, hide_index=True, width="stretch")
+    _ui.table(frame, {"gate": "large", "created": "medium", "aliases": "medium"})
     with st.expander("Promotion history"):
         told = False
         for r in rows:

@@ -12,10 +12,13 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class EnvVar:
+    """One environment variable engage reads: its name and what setting it does."""
+
     name: str
     description: str
 
     def get(self) -> str | None:
+        """The variable's value, or None when it is unset or empty (empty means "not set")."""
         value = os.environ.get(self.name)
         return value if value not in (None, "") else None
 

@@ -77,3 +77,11 @@ class DriftCheckError(EngageError):
 
     headline = "drift check failed: no verdict"
     exit_code = 9
+
+
+class FederatedError(EngageError):
+    """A federated job cannot go on: missing or unsafe keys, too few clients for a round,
+    an unknown aggregator or bad aggregator parameters."""
+
+    headline = "federated job failed"
+    exit_code = 10

@@ -10,8 +10,13 @@ training worker talks to MLflow or Prometheus directly.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
+import os
+import threading
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -47,14 +52,25 @@ class EventSink(Protocol):
 
 
 class Transport(Protocol):
+    """Where a Reporter's batches go: a sink fan-out on the driver, the hub on a worker."""
+
     def send(self, events: list[Event], wait: bool = False) -> None: ...
 
 
 class Reporter:
     """The reporting API handed to workers and stages.
 
-    Calls buffer locally and return at once; the buffer goes out when it holds
-    ``max_batch`` events, when ``max_age_s`` has passed, or on :meth:`flush`.
+    Calls buffer locally and return at once. The buffer goes out when it holds
+    ``max_batch`` events (handed to a background thread, so the caller never waits for
+    the send), when its oldest event is ``max_age_s`` old (sent by a timer, whether or
+    not another call comes), at every :meth:`lifecycle` event, and on :meth:`flush`
+    (on the calling thread, after every batch before it). A send that fails in the
+    background keeps its events and is raised by the next call on this Reporter, so an
+    error is never lost with the points; when more than ``_MAX_READY`` full batches wait
+    (a slow receiver), the caller sends them itself, which slows it down instead of
+    growing memory.
+
+    Thread-safe: batches reach the transport in the order their events were reported.
     """
 
     def __init__(
@@ -68,11 +84,17 @@ class Reporter:
         self._transport = transport
         self._labels = dict(labels or {})
         self._buffer: list[Event] = []
+        self._ready: list[list[Event]] = []  # full batches waiting for the background thread
         self._max_batch = max_batch
         self._max_age_s = max_age_s
         self._oldest = 0.0
+        self._lock = threading.Lock()  # the buffer and the ready batches
+        self._send_lock = threading.Lock()  # one send at a time, so batches stay in order
+        self._timer_set = False  # whether the flusher holds a deadline for this Reporter
+        self._error: BaseException | None = None  # a failed background send, for the next call
 
     def with_labels(self, **labels: str) -> Reporter:
+        """A Reporter on the same transport whose events carry these labels too."""
         return Reporter(
             self._transport,
             {**self._labels, **labels},
@@ -81,35 +103,156 @@ class Reporter:
         )
 
     def metric(self, name: str, value: float, step: int | None = None) -> None:
-        self._add(Event("metric", name, float(value), step, labels=self._labels))
+        """Report one metric point (sent within ``max_age_s``)."""
+        self._add([Event("metric", name, float(value), step, labels=self._labels)])
 
     def metrics(self, values: Mapping[str, float], step: int | None = None) -> None:
+        """Report several metric points sharing one timestamp and step."""
         ts = now_ms()
-        for name, value in values.items():
-            self._add(Event("metric", name, float(value), step, ts, self._labels))
+        self._add([Event("metric", n, float(v), step, ts, self._labels) for n, v in values.items()])
 
     def progress(self, name: str, **data: Any) -> None:
-        self._add(Event("progress", name, labels=self._labels, data=data))
+        """Report a progress tick (for displays; not a metric)."""
+        self._add([Event("progress", name, labels=self._labels, data=data)])
 
     def lifecycle(self, name: str, **data: Any) -> None:
-        self._add(Event("lifecycle", name, labels=self._labels, data=data))
+        """Report a lifecycle change and send it, with everything before it, at once."""
+        self._add([Event("lifecycle", name, labels=self._labels, data=data)])
         self.flush()
 
     def flush(self, wait: bool = False) -> None:
-        """Send what is buffered; ``wait`` blocks until the receiver has it (use at exit)."""
-        if self._buffer:
-            batch, self._buffer = self._buffer, []
-            self._transport.send(batch, wait)
+        """Send everything buffered, in order; ``wait`` blocks until the receiver has it.
 
-    def _add(self, event: Event) -> None:
-        if not self._buffer:
-            self._oldest = time.monotonic()
-        self._buffer.append(event)
-        if (
-            len(self._buffer) >= self._max_batch
-            or time.monotonic() - self._oldest > self._max_age_s
-        ):
-            self.flush()
+        Raises whatever the transport raises, or what a background send raised before.
+        """
+        self._raise_pending()
+        self._send(wait, everything=True)
+
+    def _send(self, wait: bool = False, everything: bool = False) -> None:
+        with self._send_lock:
+            with self._lock:
+                batches, self._ready = self._ready, []
+                if everything and self._buffer:
+                    batches.append(self._buffer)
+                    self._buffer = []
+            for i, batch in enumerate(batches):
+                try:
+                    self._transport.send(batch, wait)
+                except BaseException:
+                    with self._lock:  # keep the points for the next try, in their order
+                        self._ready[:0] = batches[i:]
+                    raise
+
+    def _raise_pending(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _add(self, new: list[Event]) -> None:
+        if self._error is not None:
+            self._raise_pending()
+        now = time.monotonic()
+        with self._lock:
+            if not self._buffer:
+                self._oldest = now
+            self._buffer.extend(new)
+            old = now - self._oldest > self._max_age_s
+            if len(self._buffer) >= self._max_batch:
+                self._ready.append(self._buffer)
+                self._buffer = []
+            backlog = len(self._ready) > _MAX_READY
+            soon = bool(self._ready) and not backlog
+            arm = bool(self._buffer) and not self._timer_set
+            self._timer_set = self._timer_set or arm
+        if backlog or old:
+            self._send(everything=old)
+        if soon:
+            _FLUSHER.now(self)
+        if arm:
+            _FLUSHER.at(self._oldest + self._max_age_s, self)
+
+    def _on_timer(self) -> float | None:
+        """Called by the flusher: send the ready batches, and the buffer once it is due.
+
+        Returns the buffer's next deadline, or None when nothing is left to watch.
+        """
+        with self._lock:
+            due = bool(self._buffer) and time.monotonic() >= self._oldest + self._max_age_s
+        try:
+            self._send(everything=due)
+        except BaseException as exc:  # raised by the owner's next call
+            self._error = exc
+        with self._lock:
+            if self._buffer and self._error is None:
+                return self._oldest + self._max_age_s
+            self._timer_set = False
+            return None
+
+    def _on_ready(self) -> None:
+        """Called by the flusher for a hand-off: send the full batches only."""
+        try:
+            self._send()
+        except BaseException as exc:
+            self._error = exc
+
+
+_MAX_READY = 4  # full batches a Reporter lets wait for the background thread
+
+
+class _Flusher:
+    """One daemon thread per process that sends Reporters' batches off the caller's thread.
+
+    It takes hand-offs of full batches (:meth:`now`) and holds one deadline per Reporter
+    with events waiting (:meth:`at`), sleeping until the earliest. Reporters are held by
+    weak reference: one its owner dropped is not kept alive.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, weakref.ref[Reporter]]] = []
+        self._handoffs: dict[int, weakref.ref[Reporter]] = {}
+        self._ids = itertools.count()
+        self._pid = 0  # the thread belongs to this process (a fork has none)
+
+    def now(self, reporter: Reporter) -> None:
+        with self._cond:
+            self._handoffs[id(reporter)] = weakref.ref(reporter)
+            self._wake()
+
+    def at(self, deadline: float, reporter: Reporter) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (deadline, next(self._ids), weakref.ref(reporter)))
+            if self._heap[0][0] == deadline or self._pid != os.getpid():
+                self._wake()
+
+    def _wake(self) -> None:
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            threading.Thread(target=self._loop, name="engage-report-flush", daemon=True).start()
+        self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._handoffs and (
+                    not self._heap or self._heap[0][0] > time.monotonic()
+                ):
+                    self._cond.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
+                handoffs, self._handoffs = list(self._handoffs.values()), {}
+                due = []
+                while self._heap and self._heap[0][0] <= time.monotonic():
+                    due.append(heapq.heappop(self._heap)[2])
+            for ref in handoffs:
+                if (reporter := ref()) is not None:
+                    reporter._on_ready()
+            for ref in due:
+                reporter = ref()
+                if reporter is not None and (again := reporter._on_timer()) is not None:
+                    with self._cond:
+                        heapq.heappush(self._heap, (again, next(self._ids), ref))
+
+
+_FLUSHER = _Flusher()
 
 
 class FanOut:

@@ -1,6 +1,7 @@
 """``engage export`` on the quickstart's registered model: ONNX equivalence, as a user runs it.
 
-The quickstart runs once for the module (~45 s); each test exports from its store.
+The quickstart runs once per session (tests/e2e/conftest.py); each test exports from its
+store.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _quickstart import QuickstartSession
 
-from tests.conftest import ENGAGE, REPO
+from tests.conftest import ENGAGE
 
 pytestmark = pytest.mark.e2e
 
@@ -28,19 +30,11 @@ def _engage(*args: str, cwd: Path, timeout: float = 300) -> subprocess.Completed
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    where = tmp_path_factory.mktemp("quickstart")
-    result = _engage(
-        "quickstart",
-        "--home",
-        str(where / ".engage"),
-        "--set",
-        "deploy.after_training=false",
-        cwd=REPO,
-        timeout=400,
-    )
+def home(quickstart_session: QuickstartSession) -> Path:
+    """The session's quickstart store (tests/e2e/conftest.py); export only reads it."""
+    result = quickstart_session
     assert result.returncode == 0, result.stdout + result.stderr
-    return where / ".engage"
+    return result.home
 
 
 def test_onnx_equivalence_on_the_quickstart_model(home: Path, tmp_path: Path) -> None:

@@ -1,36 +1,26 @@
-"""The quickstart as a new user runs it: one command, a registered model at the end."""
+"""The quickstart as a new user runs it: one command, a registered model at the end.
+
+The command runs once per session (``quickstart_session`` in tests/e2e/conftest.py), which
+also asks the served endpoint for the prediction this test checks, then stops the deployment.
+"""
 
 from __future__ import annotations
 
-import json
 import re
-import socket
-import urllib.request
 from pathlib import Path
 
 import pytest
+from _quickstart import QuickstartSession
 from mlflow import MlflowClient
 
 pytestmark = pytest.mark.e2e
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def serving_port(run_engage):
-    port = _free_port()
-    yield port
-    run_engage("serve", "stop", timeout=120)  # the deployment outlives the command
-
-
 def test_quickstart_trains_tracks_registers_and_serves(
-    run_engage, tmp_path: Path, serving_port: int
+    quickstart_session: QuickstartSession,
 ) -> None:
-    result = run_engage("quickstart", "--set", f"deploy.port={serving_port}", timeout=600)
+    result = quickstart_session
+    serving_port, home = result.port, result.home
 
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
@@ -40,7 +30,7 @@ def test_quickstart_trains_tracks_registers_and_serves(
     assert "epoch 5/5" in out
     assert "Traceback" not in out + result.stderr
 
-    client = MlflowClient(f"sqlite:///{tmp_path}/.engage/mlflow.db")
+    client = MlflowClient(f"sqlite:///{home}/mlflow.db")
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED"
     # Parameters: the resolved spec, flattened.
@@ -78,12 +68,9 @@ def test_quickstart_trains_tracks_registers_and_serves(
     url = f"http://127.0.0.1:{serving_port}/predict"
     assert f"serving smart-home-occupancy version 1 at {url}" in out
     assert "one prediction from the served model:" in out
-    example = re.search(r"-d @(\S+example\.json)", out).group(1)
-    request = urllib.request.Request(
-        url, data=Path(example).read_bytes(), headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        body = json.loads(answer.read())
+    assert re.search(r"-d @(\S+example\.json)", out) is not None
+    body = result.answer  # the endpoint's answer to that example, asked before it was stopped
+    assert body is not None, result.answer_failure
     assert body["model"] == {"name": "smart-home-occupancy", "version": "1"}
     assert len(body["predictions"]) == 1
     # Drift caught: a shifted batch raises the alert naming the features that moved.

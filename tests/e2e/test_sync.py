@@ -31,6 +31,18 @@ def _harness():
 harness = _harness()
 
 
+def _fault_helpers():
+    """tests/unit/tracking/test_faults.py: a half-created MLflow store, a corrupted page."""
+    path = Path(__file__).parents[1] / "unit" / "tracking" / "test_faults.py"
+    spec = importlib.util.spec_from_file_location("_tracking_fault_helpers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+support = _fault_helpers()
+
+
 @pytest.fixture
 def server(tmp_path: Path):
     """A real `mlflow server` on SQLite, not started yet; SIGKILLed at teardown."""
@@ -113,3 +125,57 @@ def test_run_with_a_read_only_home_fails_fast_before_ray(run_engage, read_only_f
     assert "starting Ray" not in result.stdout
     assert took < 15, f"took {took:.1f} s: the spool must be checked before Ray starts"
     print(f"\nread-only home: exit 5 after {took:.1f} s")
+
+
+def _spool_points(home: Path, uri: str, points: int) -> None:
+    from engage.tracking import Spool
+
+    spool = Spool(home / "spool.db")
+    run = spool.create_run(uri, "repair", "r", {})
+    spool.append_points(run, [("metric", "m", float(i), i, 1_000 + i) for i in range(points)])
+    spool.end_run(run, "FINISHED")
+    spool.close()
+
+
+def test_sync_on_a_half_created_store_exits_5_naming_the_repair_which_then_works(
+    run_engage, tmp_path: Path
+) -> None:
+    # Issue 11 item 4: a job killed while MLflow created its SQLite store left it
+    # half-created, and `engage sync` exited 5 forever telling the user to check the server.
+    home = tmp_path / "home"
+    full = tmp_path / "full" / "mlflow.db"
+    support.make_store(full)
+    store = support.half_created_store(full, home / "mlflow.db")
+    _spool_points(home, f"sqlite:///{store}", 50)
+
+    broken = run_engage("sync", "--home", str(home), "--timeout", "20", timeout=180)
+    repaired = run_engage("sync", "--repair", "--home", str(home), timeout=300)
+
+    assert broken.returncode == 5, broken.stdout + broken.stderr
+    assert str(store) in broken.stderr
+    assert "engage sync --repair" in broken.stderr
+    assert "Traceback" not in broken.stdout + broken.stderr
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "moved aside" in repaired.stdout
+    client = MlflowClient(f"sqlite:///{store}")
+    (run,) = client.search_runs([client.get_experiment_by_name("repair").experiment_id])
+    assert len(client.get_metric_history(run.info.run_id, "m")) == 50
+    assert run.info.status == "FINISHED"
+
+
+def test_sync_on_a_corrupted_spool_exits_5_and_repair_salvages_it(
+    run_engage, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    _spool_points(home, f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}", 3_000)
+    support.corrupt_a_page(home / "spool.db")
+
+    broken = run_engage("sync", "--home", str(home), "--timeout", "20", timeout=180)
+    repaired = run_engage("sync", "--repair", "--home", str(home), timeout=300)
+
+    assert broken.returncode == 5, broken.stdout + broken.stderr
+    assert "damaged" in broken.stderr
+    assert "engage sync --repair" in broken.stderr
+    assert "Traceback" not in broken.stdout + broken.stderr
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "salvaged" in repaired.stdout

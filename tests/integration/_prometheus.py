@@ -17,6 +17,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from time import monotonic  # bound at import: unit tests may patch time.monotonic
 from typing import Any, TypeVar
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
@@ -31,12 +32,12 @@ def free_port() -> int:
 
 def wait_for(probe: Callable[[], T], timeout_s: float, what: str, every_s: float = 0.5) -> T:
     """Call ``probe`` until it returns something truthy; AssertionError naming ``what``."""
-    deadline = time.monotonic() + timeout_s
+    deadline = monotonic() + timeout_s
     while True:
         value = probe()
         if value:
             return value
-        if time.monotonic() > deadline:
+        if monotonic() > deadline:
             raise AssertionError(f"{what}: not within {timeout_s:g} s")
         time.sleep(every_s)
 

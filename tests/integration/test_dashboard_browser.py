@@ -1,8 +1,9 @@
 """The dashboard served by `streamlit run` on 127.0.0.1 and loaded in a real headless Chromium.
 
-One test for the whole app (it costs ~15 s): each page must render its seeded content into
-the DOM with no Streamlit exception, and each page's screenshot is saved (under
-docs/screenshots/ when ENGAGE_UPDATE_SCREENSHOTS=1, for the README).
+One test for the whole app: each page, opened at its own URL, must render its seeded
+content and draw its key charts with no Streamlit exception, no "Page not found" and no
+table cut off on the right; each page's screenshot is saved (under docs/screenshots/ when
+ENGAGE_UPDATE_SCREENSHOTS=1, for the README).
 """
 
 from __future__ import annotations
@@ -33,16 +34,29 @@ pytestmark = [
     ),
 ]
 
-# page url, and texts the seeded home must put in its DOM (tables draw on a canvas, and keep
-# their cells in a hidden accessible grid: hence "attached", not "visible")
+# page (its URL path, "" for the landing page), and texts the seeded home must put in its
+# DOM (tables draw on a canvas, and keep their cells in a hidden accessible grid: hence
+# "attached", not "visible")
 PAGES = {
-    "jobs": ("Open alerts", "still-training", "EngageJobStalled", "val_accuracy 0.98"),
-    "alerts": ("EngageDataBound", "resolved", "model=smart-home-occupancy, version=1"),
-    "drift": ("Features that moved", "co2, temperature", "Statistic vs threshold over time"),
-    "federated": ("Quarantined:", "quarantined (round 3)", "tampered 1"),
-    "models": ("registered models", "candidate, champion", "gate passed: val_accuracy = 0.98"),
+    "overview": ("", ("Latest runs", "quickstart-lr", "EngageJobStalled", "Experiments")),
+    "experiments": ("experiments", ("Metric curves", "Compare runs", "quickstart-lr", "train.lr")),
+    "jobs": (
+        "jobs",
+        ("Open alerts on these jobs", "still-training", "EngageJobStalled", "val_accuracy 0.98"),
+    ),
+    "job": ("job", ("since last step", "still-training", "EngageJobStalled")),
+    "alerts": ("alerts", ("EngageDataBound", "resolved", "model=smart-home-occupancy, version=1")),
+    "drift": ("drift", ("Features that moved", "co2, temperature", "Statistic vs threshold")),
+    "federated": ("federated", ("Quarantined:", "quarantined (round 3)", "tampered 1")),
+    "models": ("models", ("registered models", "candidate, champion", "gate passed")),
 }
-CHARTS = {"drift": 2, "federated": 3}
+# Each page's key charts: how many must draw.
+CHARTS = {"overview": 1, "experiments": 3, "jobs": 1, "job": 5, "drift": 2, "federated": 3}
+# Every table's scrollable area: wider content than box means columns cut off on the right.
+CUT_OFF_TABLES = """() => Array.from(document.querySelectorAll('[data-testid=stDataFrame]'))
+  .map(t => t.querySelector('.dvn-scroller'))
+  .filter(s => s && s.scrollWidth > s.clientWidth + 1)
+  .map(s => [s.scrollWidth, s.clientWidth])"""
 
 
 def _seed_module():
@@ -110,6 +124,7 @@ def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout_s: float 
 
 def test_every_page_renders_its_seeded_content_in_chromium(server: str, tmp_path: Path) -> None:
     pytest.importorskip("playwright", reason="playwright not installed (dev dependency)")
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     shots = SCREENSHOTS if os.environ.get("ENGAGE_UPDATE_SCREENSHOTS") == "1" else tmp_path
@@ -127,18 +142,24 @@ def test_every_page_renders_its_seeded_content_in_chromium(server: str, tmp_path
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=args)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 2200})
-            for name, texts in PAGES.items():
-                page.goto(f"{server}/{name}")
+            for name, (path, texts) in PAGES.items():
+                page.goto(f"{server}/{path}")
                 for text in texts:
-                    page.get_by_text(text).first.wait_for(state="attached", timeout=30_000)
+                    try:
+                        page.get_by_text(text).first.wait_for(state="attached", timeout=30_000)
+                    except PlaywrightTimeout:
+                        page.screenshot(path=str(tmp_path / f"{name}-failed.png"), full_page=True)
+                        pytest.fail(f"page {name}: no {text!r} after 30 s ({tmp_path})")
                 charts = page.locator(
                     "[data-testid=stVegaLiteChart] canvas, [data-testid=stVegaLiteChart] svg"
                 )
                 for i in range(CHARTS.get(name, 0)):
                     charts.nth(i).wait_for(timeout=30_000)
                 page.locator("[data-testid=stDataFrame]").first.wait_for(timeout=30_000)
-                assert page.locator("[data-testid=stException]").count() == 0, name
                 page.wait_for_timeout(500)  # the last chart's marks, after its canvas exists
+                assert page.locator("[data-testid=stException]").count() == 0, name
+                assert page.get_by_text("Page not found").count() == 0, name
+                assert page.evaluate(CUT_OFF_TABLES) == [], f"{name}: a table is cut off"
                 page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
         finally:
             browser.close()

@@ -234,7 +234,7 @@ def test_the_rayservice_serve_config_parses_and_names_engages_serve_app() -> Non
     assert not errors(validator(SERVE_CONFIG), config)
     ServeDeploySchema.model_validate(config)  # Ray Serve's own schema
     (app,) = config["applications"]
-    assert app["import_path"] == "engage.serve.app:build_app"
+    assert app["import_path"] == "engage.serve.build:build_app"
     assert app["args"]["tracking_uri_env"] == "MLFLOW_TRACKING_URI"
     cluster = service["spec"]["rayClusterConfig"]
     groups = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]

@@ -32,3 +32,12 @@ def test_error_pickles_with_message_and_hint(cls: type[EngageError]) -> None:
 def test_str_adds_the_hint_on_its_own_line() -> None:
     assert str(EngageError("bad")) == "bad"
     assert str(EngageError("bad", hint="do x")) == "bad\n  hint: do x"
+
+
+def test_federated_error_has_its_own_documented_exit_code() -> None:
+    from engage.cli.exit_codes import EXIT_CODES
+    from engage.errors import FederatedError
+
+    assert FederatedError.exit_code not in (EngageError.exit_code, 70, 130)
+    assert "federated" in EXIT_CODES[FederatedError.exit_code]
+    assert FederatedError.headline == "federated job failed"

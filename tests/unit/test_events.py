@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -39,6 +40,14 @@ class _Clock:
         return self.now
 
 
+def _delivered(sink: _Recorder, batches: int, within_s: float = 2.0) -> list[list[str]]:
+    """The names in each batch ``sink`` got, once it has ``batches`` (or after ``within_s``)."""
+    deadline = time.monotonic() + within_s
+    while len(sink.batches) < batches and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return [[e.name for e in b] for b in sink.batches]
+
+
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     fake = _Clock()
@@ -53,10 +62,10 @@ def test_events_stay_buffered_until_max_batch(clock: _Clock) -> None:
     reporter.metric("a", 1)
     reporter.metric("b", 2)
     sent_before = len(sink.batches)
-    reporter.metric("c", 3)
+    reporter.metric("c", 3)  # full: handed to the background thread, sent at once
 
     assert sent_before == 0
-    assert [[e.name for e in b] for b in sink.batches] == [["a", "b", "c"]]
+    assert _delivered(sink, 1) == [["a", "b", "c"]]
 
 
 def test_buffer_goes_out_once_the_oldest_event_is_older_than_max_age(clock: _Clock) -> None:
@@ -195,8 +204,13 @@ def test_hub_transport_pushes_batches_to_the_hub_without_waiting() -> None:
 
     reporter.metric("a", 1)
     reporter.metric("b", 2)
+    deadline = time.monotonic() + 2.0
+    got: list[Event] = []
+    while len(got) < 2 and time.monotonic() < deadline:
+        got += hub.drain()
+        time.sleep(0.01)
 
-    assert [e.name for e in hub.drain()] == ["a", "b"]
+    assert [e.name for e in got] == ["a", "b"]
 
 
 @pytest.mark.parametrize(
@@ -220,3 +234,57 @@ def test_event_timestamp_defaults_to_now() -> None:
     event = Event("progress", "tick")
 
     assert before <= event.timestamp_ms <= reporting.now_ms()
+
+
+def test_quiet_reporter_still_delivers_within_max_age_without_another_call() -> None:
+    # Issue 11 item 2: ten calls, then quiet: the age limit must fire on a timer,
+    # not wait for an eleventh call that may never come.
+    sink = _Recorder()
+    reporter = Reporter(sink, max_batch=256, max_age_s=0.2)
+
+    for i in range(10):
+        reporter.metric("m", float(i), step=i)
+    deadline = time.monotonic() + 3.0
+    while not sink.batches and time.monotonic() < deadline:
+        time.sleep(0.02)
+    delivered_after = time.monotonic() - (deadline - 3.0)
+
+    assert [e.step for b in sink.batches for e in b] == list(range(10))
+    assert delivered_after < 1.0
+
+
+def test_timer_flush_keeps_order_with_the_callers_own_flushes() -> None:
+    sink = _Recorder()
+    reporter = Reporter(sink, max_batch=7, max_age_s=0.001)
+
+    for i in range(2_000):
+        reporter.metric("m", float(i), step=i)
+    reporter.flush()
+
+    assert [e.step for b in sink.batches for e in b] == list(range(2_000))
+
+
+class _Failing:
+    def __init__(self) -> None:
+        self.fail = True
+        self.batches: list[list[Event]] = []
+
+    def send(self, events: list[Event], wait: bool = False) -> None:
+        if self.fail:
+            raise OSError("disk full")
+        self.batches.append(list(events))
+
+
+def test_a_timer_flush_that_fails_is_raised_on_the_next_call_and_keeps_the_events() -> None:
+    transport = _Failing()
+    reporter = Reporter(transport, max_batch=256, max_age_s=0.05)
+    reporter.metric("a", 1.0)
+    time.sleep(0.4)  # the timer tries, and fails
+
+    with pytest.raises(OSError, match="disk full"):
+        reporter.metric("b", 2.0)
+    transport.fail = False
+    reporter.flush()
+
+    # "a" was kept for the retry; "b" raised, so it was never acknowledged
+    assert [e.name for b in transport.batches for e in b] == ["a"]

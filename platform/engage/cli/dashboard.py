@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from engage.cli.console import guarded, out
 from engage.cli.options import (
     AllowRemoteOption,
     EventsUriOption,
@@ -32,9 +33,8 @@ def dashboard(
     allow_remote: AllowRemoteOption = False,
 ) -> None:
     """Jobs, alerts, drift, federated rounds and models in the browser (Ctrl-C stops it)."""
-    from engage.cli.main import _guarded, out
 
-    def body() -> None:
+    def _body() -> None:
         from engage import env_vars
 
         require_loopback(host, allow_remote, "dashboard")
@@ -54,7 +54,7 @@ def dashboard(
         if code != 0:
             raise EngageError(f"the dashboard server exited with code {code}")
 
-    _guarded(body)
+    guarded(_body)
 
 
 def server_flags(host: str, port: int) -> list[str]:

@@ -17,6 +17,8 @@ import typer
 from rich import box
 from rich.table import Table
 
+from engage.cli.clients import tracking_client
+from engage.cli.console import guarded, out
 from engage.cli.options import HomeOption, TrackingOption
 
 drift_app = typer.Typer(
@@ -48,17 +50,16 @@ def check(
         typer.Option(help="A reference folder (reference.npz + .json) instead of --model."),
     ] = None,
     detectors: Annotated[
-        str, typer.Option(help="Comma-separated detectors, e.g. quality,ks or quality,cusum.")
-    ] = "quality,ks",
+        str, typer.Option(help="Comma-separated detectors, e.g. quality,ks_ess or quality,bocpd.")
+    ] = "quality,ks_ess",
     p_val: Annotated[float, typer.Option(help="Level of the ks/cvm/mmd tests.")] = 0.05,
     correction: Annotated[str, typer.Option(help="ks/cvm: bonferroni or fdr.")] = "bonferroni",
     tracking_uri: TrackingOption = None,
     home: HomeOption = None,
 ) -> None:
     """Print a per-feature drift report; exit 8 on drift, 9 when a detector fails."""
-    from engage.cli.main import _guarded, out
 
-    def body() -> None:
+    def _body() -> None:
         from engage.data.sources import read_table
         from engage.drift.batch import check_batch
         from engage.errors import DriftCheckError, DriftDetected
@@ -66,7 +67,7 @@ def check(
         names = [n.strip() for n in detectors.split(",") if n.strip()]
         ref, source = _reference(model, reference, tracking_uri, home)
         frame = read_table(data)
-        options = {n: {"p_val": p_val, "correction": correction} for n in ("ks", "cvm")}
+        options = {n: {"p_val": p_val, "correction": correction} for n in ("ks", "cvm", "ks_ess")}
         options["mmd"] = {"p_val": p_val}
         try:
             report = check_batch(ref, frame, names, options)
@@ -86,7 +87,7 @@ def check(
             raise DriftDetected(f"{decision.severity}: {decision.reason}")
         out.print(f"[green]✓[/] {decision.reason}")
 
-    _guarded(body)
+    guarded(_body)
 
 
 @drift_app.command()
@@ -131,9 +132,8 @@ def performance(
     home: HomeOption = None,
 ) -> None:
     """Rolling metric on labelled predictions vs the training baseline; exit 8 on decay."""
-    from engage.cli.main import _guarded, out
 
-    def body() -> None:
+    def _body() -> None:
         from engage import env_vars
         from engage.drift import decay
         from engage.errors import DataError, DriftCheckError, DriftDetected
@@ -171,7 +171,7 @@ def performance(
             raise DriftDetected(f"performance decay: {_verdict(report)}")
         out.print(f"[green]✓[/] no decay: {_verdict(report)}")
 
-    _guarded(body)
+    guarded(_body)
 
 
 def _reference_outputs(client: Any, version: Any, where: str) -> Any:
@@ -254,10 +254,9 @@ def _registered_reference(model: str, tracking_uri, home) -> tuple[Any, str]:
 
 def _registered_version(model: str, tracking_uri, home) -> tuple[Any, Any, str]:
     """The client, the model version named by NAME[@alias|/version], and how to name it."""
-    from engage.cli.models import _client
     from engage.tracking.catalog import ModelRef, get_version
 
-    client = _client(tracking_uri, home)
+    client = tracking_client(tracking_uri, home)
     ref = ModelRef.parse(model)
     version = get_version(client, ref.name, ref.version, ref.alias)
     return client, version, f"{version.name} version {version.version} (run {version.run_id})"

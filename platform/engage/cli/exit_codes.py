@@ -9,6 +9,7 @@ from engage.errors import (
     DriftDetected,
     EngageError,
     ExportError,
+    FederatedError,
     SpecError,
     TrackingError,
     TrainingError,
@@ -29,6 +30,7 @@ EXIT_CODES: dict[int, str] = {
     ExportError.exit_code: "model export failed, or an exported file differs from torch above tolerance",
     DriftDetected.exit_code: "engage drift check / performance: drift, a data-quality failure, or performance decay",
     DriftCheckError.exit_code: "engage drift check / performance: a detector failed or gave no verdict (NaN p-value, too few labels)",
+    FederatedError.exit_code: "federated job failed (missing or unsafe client keys, too few clients for a round, unknown aggregator)",
     INTERNAL: "internal error: a bug in engage; the traceback is printed, please report it",
     INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); the MLflow run is marked KILLED",
 }

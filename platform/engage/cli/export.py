@@ -13,6 +13,8 @@ import typer
 from rich import box
 from rich.table import Table
 
+from engage.cli.clients import tracking_client
+from engage.cli.console import guarded, out
 from engage.cli.options import HomeOption, TrackingOption
 from engage.export.equivalence import DEFAULT_TOLERANCE
 
@@ -50,10 +52,8 @@ def export(
     home: HomeOption = None,
 ) -> None:
     """Export a registered model to ONNX and TorchScript; exit 7 if one differs from torch."""
-    from engage.cli.main import _guarded, out
 
-    def body() -> None:
-        from engage.cli.models import _client
+    def _body() -> None:
         from engage.errors import ExportError
         from engage.export import export_all
 
@@ -64,7 +64,7 @@ def export(
             )
         if samples < 1:
             raise ExportError(f"--samples must be at least 1, got {samples}")
-        client = _client(tracking_uri, home)
+        client = tracking_client(tracking_uri, home)
         with tempfile.TemporaryDirectory(prefix="engage-export-") as tmp:
             loaded = load_registered(client, ref, Path(tmp), samples)
             folder = (output or Path("export") / f"{loaded.name}-v{loaded.version}").resolve()
@@ -86,7 +86,7 @@ def export(
             f"{len(loaded.inputs)} inputs ({report.directory / 'equivalence.json'})"
         )
 
-    _guarded(body)
+    guarded(_body)
 
 
 def load_registered(client: Any, ref: str, tmp: Path, samples: int) -> LoadedModel:

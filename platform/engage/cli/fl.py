@@ -7,6 +7,9 @@ from typing import Annotated
 
 import typer
 
+from engage.cli.console import guarded, out
+from engage.cli.options import HomeOption, SetOption
+
 fl_app = typer.Typer(
     name="fl", help="Federated learning: per-client signing keys.", no_args_is_help=True
 )
@@ -15,21 +18,13 @@ fl_app = typer.Typer(
 @fl_app.command("keys")
 def keys(
     file: Annotated[Path, typer.Argument(help="Federated pipeline spec (YAML).")],
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", "-s", help="Override a spec field (repeatable).")
-    ] = None,
-    home: Annotated[
-        Path | None,
-        typer.Option(
-            "--home", help="Folder for engage's files; default: ENGAGE_HOME or ./.engage."
-        ),
-    ] = None,
+    set_: SetOption = None,
+    home: HomeOption = None,
     rotate: Annotated[bool, typer.Option(help="Replace existing keys with new ones.")] = False,
 ) -> None:
     """Provision one signing key per client of FILE under ENGAGE_HOME/fl/keys (mode 0600)."""
-    from engage.cli.main import _guarded, out
 
-    def body() -> None:
+    def _body() -> None:
         from engage import env_vars
         from engage.federated.keys import KeyStore, key_dir
 
@@ -43,7 +38,7 @@ def keys(
             f"{len(made)} new, {kept} kept"
         )
 
-    _guarded(body)
+    guarded(_body)
 
 
 def _clients(file: Path, sets: list[str]):

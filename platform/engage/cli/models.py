@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
+from engage.cli.clients import tracking_client
+from engage.cli.console import guarded, out
 from engage.cli.options import HomeOption, TrackingOption
 
 app = typer.Typer(
@@ -27,22 +27,22 @@ ReasonOption = Annotated[
 def list_(tracking_uri: TrackingOption = None, home: HomeOption = None) -> None:
     """Registered models with their version count, champion and candidate."""
 
-    def body() -> None:
+    def _body() -> None:
         from engage.tracking.catalog import list_models
 
-        client = _client(tracking_uri, home, must_exist=False)
+        client = tracking_client(tracking_uri, home, must_exist=False)
         models = list_models(client) if client is not None else []
         if not models:
-            _out().print("no registered models yet: a pipeline with tracking.registration adds one")
+            out.print("no registered models yet: a pipeline with tracking.registration adds one")
             return
         table = Table("model", "versions", "champion", "candidate", "updated")
         for m in models:
             table.add_row(
                 m.name, str(m.versions), m.champion or "-", m.candidate or "-", _time(m.updated_ms)
             )
-        _out().print(table)
+        out.print(table)
 
-    _guard(body)
+    guarded(_body)
 
 
 @app.command()
@@ -53,11 +53,10 @@ def show(
 ) -> None:
     """A model's versions: run, creation time, aliases, gate, gate metric and history."""
 
-    def body() -> None:
+    def _body() -> None:
         from engage.tracking.catalog import ModelRef, show_model
 
-        view = show_model(_client(tracking_uri, home), ModelRef.parse(ref))
-        out = _out()
+        view = show_model(tracking_client(tracking_uri, home), ModelRef.parse(ref))
         aliases = ", ".join(f"{a} -> {v}" for a, v in sorted(view.aliases.items())) or "none"
         out.print(f"[bold]{view.name}[/]  aliases: {aliases}", markup=True)
         if view.champion_history:
@@ -82,7 +81,7 @@ def show(
                 for key, value in v.history.items():
                     out.print(f"  {key} = {value}", markup=False)
 
-    _guard(body)
+    guarded(_body)
 
 
 @app.command()
@@ -106,11 +105,11 @@ def promote(
 ) -> None:
     """Make a version the champion if its gate metric is no worse than the champion's."""
 
-    def body() -> None:
+    def _body() -> None:
         from engage.tracking.promotion import promote as promote_version
 
         result = promote_version(
-            _client(tracking_uri, home),
+            tracking_client(tracking_uri, home),
             name,
             reason,
             version=version,
@@ -120,15 +119,15 @@ def promote(
         )
         was = f"was version {result.previous}" if result.previous else "first champion"
         forced = " [yellow](forced)[/]" if result.forced else ""
-        _out().print(
+        out.print(
             f"[green]✓[/] {result.name} version {result.version} is now the champion "
             f"({was}){forced}"
         )
         if result.comparison is not None:
-            _out().print(f"  {result.comparison.explain()}", markup=False)
-        _out().print(f"  reason: {result.reason}", markup=False)
+            out.print(f"  {result.comparison.explain()}", markup=False)
+        out.print(f"  reason: {result.reason}", markup=False)
 
-    _guard(body)
+    guarded(_body)
 
 
 @app.command()
@@ -140,47 +139,17 @@ def rollback(
 ) -> None:
     """Move the champion back to the version that was champion before it."""
 
-    def body() -> None:
+    def _body() -> None:
         from engage.tracking.promotion import rollback as rollback_model
 
-        result = rollback_model(_client(tracking_uri, home), name, reason)
-        _out().print(
+        result = rollback_model(tracking_client(tracking_uri, home), name, reason)
+        out.print(
             f"[green]✓[/] {result.name} champion rolled back: version {result.rolled_back_from}"
             f" -> version {result.version}"
         )
-        _out().print(f"  reason: {result.reason}", markup=False)
+        out.print(f"  reason: {result.reason}", markup=False)
 
-    _guard(body)
-
-
-def _client(tracking_uri: str | None, home: Path | None, must_exist: bool = True) -> Any:
-    """A client on the resolved store; a local store that does not exist is never created."""
-    from engage import env_vars
-    from engage.errors import TrackingError
-    from engage.tracking.store import open_client, resolve_tracking_uri
-
-    uri = resolve_tracking_uri(None, tracking_uri, env_vars.engage_home(home))
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
-        if not must_exist:
-            return None
-        raise TrackingError(
-            f"no MLflow store at {uri}",
-            hint="run a pipeline first, or pass --tracking-uri / --home (or set ENGAGE_HOME)",
-        )
-    return open_client(uri)
-
-
-def _guard(body: Callable[[], None]) -> None:
-    # Imported here: main.py imports this module to register the sub-app.
-    from engage.cli.main import _guarded
-
-    _guarded(body)
-
-
-def _out() -> Any:
-    from engage.cli.main import out
-
-    return out
+    guarded(_body)
 
 
 def _time(ms: int) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,6 +15,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
+from engage.cli.console import guarded, out
 from engage.cli.options import AllowRemoteOption, EventsUriOption, HomeOption, require_loopback
 
 monitor_app = typer.Typer(
@@ -37,18 +37,18 @@ def live(
     if ctx.invoked_subcommand is not None:
         return
 
-    def body() -> None:
+    def _body() -> None:
         from engage.monitor.live import collect
 
         resolved, store = _store(home, events_uri)
         try:
             if once:
-                _out().print(_render(collect(resolved, store)))
+                out.print(_render(collect(resolved, store)))
                 return
             # Ctrl-C ends watching (contextlib.suppress): there is nothing to clean up.
             with (
                 contextlib.suppress(KeyboardInterrupt),
-                Live(_render(collect(resolved, store)), console=_out(), screen=False) as view,
+                Live(_render(collect(resolved, store)), console=out, screen=False) as view,
             ):
                 while True:
                     time.sleep(interval)
@@ -56,7 +56,7 @@ def live(
         finally:
             store.close()
 
-    _guard(body)
+    guarded(_body)
 
 
 @monitor_app.command()
@@ -70,7 +70,7 @@ def serve(
 ) -> None:
     """The standalone monitor service: scrape every job, record liveness, serve /metrics."""
 
-    def body() -> None:
+    def _body() -> None:
         from engage.monitor.service import MonitorService, default_hooks
 
         require_loopback(host, allow_remote, "monitor")
@@ -78,7 +78,7 @@ def serve(
         service = MonitorService(resolved, store, interval_s=interval, hooks=default_hooks())
         stop = threading.Event()
         endpoint = service.serve(host, port)
-        _out().print(
+        out.print(
             f"engage monitor service on {endpoint.url}, watching {resolved} "
             f"every {interval:g} s; events in {store.display_url}"
         )
@@ -86,12 +86,12 @@ def serve(
             service.run(stop)
         except KeyboardInterrupt:
             stop.set()
-            _out().print("monitor service stopped")
+            out.print("monitor service stopped")
         finally:
             service.close()
             store.close()
 
-    _guard(body)
+    guarded(_body)
 
 
 @monitor_app.command()
@@ -103,18 +103,18 @@ def events(
 ) -> None:
     """Lifecycle events and alerts of recent jobs, oldest first."""
 
-    def body() -> None:
+    def _body() -> None:
         _, store = _store(home, events_uri)
         rows = store.events(run_id=run, limit=limit) if store.exists() else []
         if not rows:
-            _out().print("no events recorded yet" + (f" for run {run}" if run else ""))
+            out.print("no events recorded yet" + (f" for run {run}" if run else ""))
             return
         table = Table("time", "job", "run id", "event", "severity", "message", header_style="bold")
         for e in rows:
             table.add_row(_time(e.ts), e.job, e.run_id, e.name, _severity(e.severity), e.message)
-        _out().print(table)
+        out.print(table)
 
-    _guard(body)
+    guarded(_body)
 
 
 @monitor_app.command()
@@ -127,18 +127,18 @@ def alerts(
 ) -> None:
     """Open alerts (with --all, resolved ones too), newest first."""
 
-    def body() -> None:
+    def _body() -> None:
         _, store = _store(home, events_uri)
         if not store.exists():
             rows = []
         else:
             rows = store.alerts(run, limit) if all_ else store.open_alerts(run)
         if not rows:
-            _out().print("no alerts" if all_ else "no open alerts")
+            out.print("no alerts" if all_ else "no open alerts")
             return
-        _out().print(_alerts_table(rows, with_state=all_))
+        out.print(_alerts_table(rows, with_state=all_))
 
-    _guard(body)
+    guarded(_body)
 
 
 @monitor_app.command("rules")
@@ -153,7 +153,7 @@ def rules(
     """Export the alert rules for Prometheus (one source of truth: engage's catalogue)."""
     from engage.cli.monitor_rules import rules_command
 
-    _guard(lambda: rules_command(output, tests))
+    guarded(lambda: rules_command(output, tests))
 
 
 # -- rendering ------------------------------------------------------------------------------------
@@ -245,16 +245,3 @@ def _store(home: Path | None, events_uri: str | None) -> tuple[Path, Any]:
 
     resolved = env_vars.engage_home(home)
     return resolved, EventStore.open(resolved, events_uri)
-
-
-def _guard(body: Callable[[], None]) -> None:
-    # Imported here: main.py imports this module to register the sub-app.
-    from engage.cli.main import _guarded
-
-    _guarded(body)
-
-
-def _out() -> Any:
-    from engage.cli.main import out
-
-    return out

@@ -22,10 +22,30 @@ EventsUriOption = Annotated[
 AllowRemoteOption = Annotated[
     bool, typer.Option("--allow-remote", help="Allow a non-loopback --host.")
 ]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", help="Override a spec field: --set train.epochs=3 (repeatable)."),
+]
+AddressOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Ray cluster address (host:port or 'auto'); default: RAY_ADDRESS, else a local cluster."
+    ),
+]
+ServeAddressOption = Annotated[
+    str | None,
+    typer.Option(help="An existing Ray cluster (host:port); default: a local head engage manages."),
+]
 
 
 def require_loopback(host: str, allow_remote: bool, what: str) -> None:
-    """Refuse to listen off loopback unless the user passed --allow-remote."""
+    """Refuse to listen off loopback unless the user passed --allow-remote.
+
+    Raises
+    ------
+    EngageError
+        When ``host`` is not a loopback address and ``allow_remote`` is false.
+    """
     from engage.errors import EngageError
     from engage.monitor.service import is_loopback
 

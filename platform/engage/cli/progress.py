@@ -66,6 +66,7 @@ class RunDisplay:
             self.progress.stop()
 
     def stage(self, name: str, detail: str = "") -> None:
+        """Show that the pipeline entered stage ``name`` (``detail`` replaces its usual text)."""
         text = detail or _STAGE_TEXT.get(name, name)
         self.progress.update(self._stage_task, description=f"{name}: {text}")
         if name == "train" and self._epoch_task is None:
@@ -74,6 +75,7 @@ class RunDisplay:
             self.console.print(f"[bold]{name}[/]: {text}")
 
     def emit(self, events: Sequence[Event]) -> None:
+        """Advance the epoch bar from training progress events; other events are ignored."""
         for event in events:
             if event.kind == "progress" and event.name == "step" and self._epoch_task is not None:
                 done = event.data["epoch"] - 1 + event.data["step"] / event.data["steps"]

@@ -4,12 +4,37 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from engage.runtime.pipeline import PipelineResult
+from engage.cli.console import guarded, out
+from engage.cli.options import AddressOption, HomeOption, SetOption, TrackingOption
+
+if TYPE_CHECKING:  # the pipeline pulls in Ray; `engage --help` should not
+    from engage.runtime.pipeline import PipelineResult
 
 REPO_SPEC = Path("pipelines/quickstart.yaml")
+
+
+def quickstart(
+    set_: SetOption = None,
+    address: AddressOption = None,
+    tracking_uri: TrackingOption = None,
+    home: HomeOption = None,
+) -> None:
+    """Run the quickstart pipeline end to end on synthetic smart-home data, then serve it."""
+
+    def _body() -> None:
+        from engage import env_vars
+        from engage.cli.run import run_file
+
+        result = run_file(quickstart_spec_path(), set_ or [], address, tracking_uri, home, False)
+        if result.deployment is not None and result.deployment.result.url:
+            show_drift_caught(out, result, env_vars.engage_home(home))
+        print_next_steps(out, result)
+
+    guarded(_body)
 
 
 def quickstart_spec_path() -> Path:
@@ -40,6 +65,7 @@ def show_drift_caught(console: Console, result: PipelineResult, home: Path) -> N
 
 
 def print_next_steps(console: Console, result: PipelineResult) -> None:
+    """Say what the quickstart did and which commands to try next."""
     console.print()
     console.print("[bold]What happened[/]")
     console.print(

@@ -8,20 +8,15 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from engage.cli.console import guarded, out
+from engage.cli.options import HomeOption, SetOption, TrackingOption
+from engage.cli.options import ServeAddressOption as AddressOption
+
 serve_app = typer.Typer(
     name="serve",
     help="Served models: status of the Serve apps, and stopping them.",
     no_args_is_help=True,
 )
-
-HomeOption = Annotated[
-    Path | None,
-    typer.Option("--home", help="Folder for engage's files; default: ENGAGE_HOME or ./.engage."),
-]
-AddressOption = Annotated[
-    str | None,
-    typer.Option(help="An existing Ray cluster (host:port); default: a local head engage manages."),
-]
 
 
 def deploy(
@@ -31,10 +26,7 @@ def deploy(
     spec: Annotated[
         Path | None, typer.Option("--spec", help="Pipeline spec whose deploy section to use.")
     ] = None,
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", "-s", help="Override a spec field: --set deploy.replicas=2."),
-    ] = None,
+    set_: SetOption = None,
     host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="HTTP port (default 8000).")] = None,
     replicas: Annotated[int | None, typer.Option(help="Model replicas.")] = None,
@@ -46,14 +38,12 @@ def deploy(
     ] = None,
     app: Annotated[str | None, typer.Option(help="Serve app name; default: the model's.")] = None,
     address: AddressOption = None,
-    tracking_uri: Annotated[
-        str | None, typer.Option("--tracking-uri", help="MLflow tracking URI; overrides env.")
-    ] = None,
+    tracking_uri: TrackingOption = None,
     home: HomeOption = None,
 ) -> None:
     """Serve a registered model over HTTP (a second deploy swaps versions with no downtime)."""
 
-    def body() -> None:
+    def _body() -> None:
         from engage import env_vars
         from engage.serve import DeployOptions, deploy_model
 
@@ -75,7 +65,6 @@ def deploy(
                 else (base.weight if base else 0.1),
             )
         deploy_spec = _with(deploy_spec, changes)
-        out = _out()
         out.print(f"[bold]engage[/] deploying [cyan]{model}[/] ...")
         result = deploy_model(
             DeployOptions(
@@ -86,6 +75,7 @@ def deploy(
             f"[green]✓[/] serving {result.model} version {result.version} as app "
             f"[cyan]{result.app}[/] at {result.url}/predict ({result.seconds:.1f} s)"
         )
+        _print_listener(deploy_spec, result)
         if result.canary:
             out.print(
                 f"  canary: version {result.canary} answers {result.canary_weight:.0%} of requests"
@@ -102,19 +92,18 @@ def deploy(
             f"  try: curl {result.url}/metadata ; engage serve status ; engage serve stop {result.app}"
         )
 
-    _guard(body)
+    guarded(_body)
 
 
 @serve_app.command()
 def status(home: HomeOption = None, address: AddressOption = None) -> None:
     """Serving apps: model, versions and traffic shares, replicas, URL, health."""
 
-    def body() -> None:
+    def _body() -> None:
         from engage import env_vars
         from engage.serve import serve_status
 
         apps = serve_status(env_vars.engage_home(home), address)
-        out = _out()
         if not apps:
             out.print("nothing is served: `engage deploy MODEL` starts serving")
             return
@@ -133,7 +122,7 @@ def status(home: HomeOption = None, address: AddressOption = None) -> None:
             for url in a.metrics:
                 out.print(f"metrics of {a.app}: {url}")
 
-    _guard(body)
+    guarded(_body)
 
 
 @serve_app.command()
@@ -146,14 +135,31 @@ def stop(
 ) -> None:
     """Stop serving an app (or all); the local head engage started stops when none is left."""
 
-    def body() -> None:
+    def _body() -> None:
         from engage import env_vars
         from engage.serve import stop_serving
 
         stopped = stop_serving(env_vars.engage_home(home), app, address)
-        _out().print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was served")
+        out.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was served")
 
-    _guard(body)
+    guarded(_body)
+
+
+def _print_listener(spec: Any, result: Any) -> None:
+    """Where the app really listens, whether it needs a token, and when that is not as asked."""
+    auth = (
+        f"bearer token from ${result.token_env} required"
+        if result.token_env
+        else "no token: loopback only"
+    )
+    out.print(f"  listening on {result.listener} ({auth})", markup=False)
+    requested = f"{spec.host}:{spec.port}"
+    if result.listener and result.listener != requested:
+        out.print(
+            f"  [yellow]note[/]: Serve on this cluster already listened on {result.listener} "
+            f"when this deploy asked for {requested}; --host and --port apply when serving "
+            "starts (`engage serve stop` ends every app, then deploy again)"
+        )
 
 
 def _deploy_spec(spec: Path | None, sets: list[str]):
@@ -187,16 +193,3 @@ def _usage(message: str):
     from engage.errors import SpecError
 
     return SpecError(message)
-
-
-def _guard(body) -> None:
-    # Imported here: main.py imports this module to register the commands.
-    from engage.cli.main import _guarded
-
-    _guarded(body)
-
-
-def _out() -> Any:
-    from engage.cli.main import out
-
-    return out

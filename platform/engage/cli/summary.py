@@ -11,6 +11,7 @@ from engage.tracking.store import run_url, ui_command
 
 
 def print_summary(console: Console, loaded: LoadedSpec, result: PipelineResult) -> None:
+    """Print the run's test metrics, its registration or gate verdict, and where to look next."""
     table = Table(title=f"run {result.run_id}", show_header=True, header_style="bold")
     table.add_column("metric")
     table.add_column("value", justify="right")

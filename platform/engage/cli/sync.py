@@ -3,22 +3,60 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
+from engage.cli.console import guarded, out
+from engage.cli.options import HomeOption
 from engage.errors import TrackingError
 
 
-def sync(home: Path, timeout_s: float, console: Console) -> None:
-    """Drain the spool under ``home``; raise TrackingError when something is left."""
+def sync(
+    home: HomeOption = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to keep trying.")] = 60.0,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="First mend a damaged spool or a half-created local MLflow store "
+            "(backups are kept beside them), then send.",
+        ),
+    ] = False,
+) -> None:
+    """Send every spooled run, metric and artifact still waiting to MLflow."""
+    from engage import env_vars
+
+    guarded(lambda: drain_spool(env_vars.engage_home(home), timeout, out, repair=repair))
+
+
+def drain_spool(home: Path, timeout_s: float, console: Console, *, repair: bool = False) -> None:
+    """Drain the spool under ``home`` and print what each run still has to send.
+
+    With ``repair``, first mend what :func:`engage.tracking.repair` can (a damaged spool,
+    a half-created local MLflow store) and say what it did.
+
+    Raises
+    ------
+    TrackingError
+        When entries are left after ``timeout_s`` seconds (the server is down, or another
+        engage process holds the spool); nothing is dropped.
+    """
     from engage.tracking import Drainer, Spool
+    from engage.tracking import repair as mend
 
     path = home / "spool.db"
     if not path.exists():
         console.print(f"nothing to sync: no spool at {path}")
         return
-    before = {r.local_id: r for r in Spool(path).runs()}
+    if repair:
+        for line in mend(path).lines() or ["nothing to repair"]:
+            console.print(line)
+    spool = Spool(path)
+    before = {r.local_id: r for r in spool.runs()}
+    spool.close()
     drainer = Drainer(path, warn=lambda m: console.print(f"[yellow]{m}[/]"))
     try:
         drained = drainer.flush(timeout_s=timeout_s)

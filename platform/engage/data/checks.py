@@ -27,10 +27,12 @@ class _Where:
         self.csv = csv
 
     def row(self, pos: int) -> str:
+        """How messages name the row at 0-based position ``pos``, with the file line for a CSV."""
         text = f"row {pos + 1}"
         return f"{text} (file line {pos + 2})" if self.csv else text
 
     def fail(self, message: str, hint: str | None = None) -> DataError:
+        """A :class:`DataError` whose message starts with the table's origin."""
         return DataError(f"{self.origin}: {message}", hint=hint)
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from engage.data.synthetic import generate_smart_living
 from engage.errors import DataError
+from engage.registry import Registry
 from engage.spec.models import DataSpec
 
 SYNTHETIC_NAME = "synthetic-smart-living"
@@ -23,7 +24,17 @@ class DataSource(ABC):
     """Reads the table a :class:`~engage.spec.models.DataSpec` points at.
 
     Subclasses set ``name`` (the spec's ``source.type``) and implement :meth:`load`; the
-    :func:`register_source` decorator adds them to :data:`SOURCES`.
+    :func:`register_source` decorator adds them to :data:`SOURCES`. A new source also
+    needs its spec model in :mod:`engage.spec.models` (the ``Source`` union)::
+
+        @register_source
+        class JsonLinesSource(DataSource):
+            '''One JSON object per line.'''
+
+            name = "jsonl"
+
+            def load(self, spec, base_dir):
+                return pd.read_json(resolve_path(spec, base_dir), lines=True)
     """
 
     name: ClassVar[str]
@@ -44,27 +55,38 @@ class DataSource(ABC):
         pandas.DataFrame
             The unvalidated table with a default ``RangeIndex`` (row ``i`` is data row
             ``i + 1``, which error messages rely on).
+
+        Raises
+        ------
+        DataError
+            If the data cannot be read; the message names the file and the hint the fix.
         """
 
 
-SOURCES: dict[str, type[DataSource]] = {}
+SOURCES: Registry[type[DataSource]] = Registry("data source", DataError)
+"""Every data source by its spec name; an unknown name is a :class:`DataError` listing them."""
 
 
 def register_source(cls: type[DataSource]) -> type[DataSource]:
-    """Class decorator: add a :class:`DataSource` subclass to :data:`SOURCES` by its name."""
-    if cls.name in SOURCES:
-        raise ValueError(f"data source {cls.name!r} is already registered")
-    SOURCES[cls.name] = cls
-    return cls
+    """Class decorator: add a :class:`DataSource` subclass to :data:`SOURCES` by its ``name``.
+
+    Raises
+    ------
+    ValueError
+        If another class is already registered under the same name.
+    """
+    return SOURCES.add(cls)
 
 
 def get_source(name: str) -> DataSource:
-    """Instantiate the registered source ``name``; an unknown name lists the valid ones."""
-    try:
-        return SOURCES[name]()
-    except KeyError:
-        valid = ", ".join(sorted(SOURCES))
-        raise DataError(f"unknown data source {name!r}", hint=f"use one of: {valid}") from None
+    """Instantiate the registered source ``name``.
+
+    Raises
+    ------
+    DataError
+        If no source is registered as ``name``; the hint lists the valid names.
+    """
+    return SOURCES.get(name)()
 
 
 def key_columns(spec: DataSpec) -> tuple[str, str | None]:
@@ -106,6 +128,10 @@ class SyntheticSource(DataSource):
     name = "synthetic"
 
     def load(self, spec: DataSpec, base_dir: Path) -> pd.DataFrame:
+        """Generate the table from ``spec.source`` (households, days, seed, start, noise).
+
+        ``base_dir`` is unused: nothing is read from disk.
+        """
         s = spec.source
         return generate_smart_living(s.households, s.days, s.seed, s.start, s.noise)
 
@@ -117,6 +143,13 @@ class CsvSource(DataSource):
     name = "csv"
 
     def load(self, spec: DataSpec, base_dir: Path) -> pd.DataFrame:
+        """Read the CSV file at ``spec.source.path`` as it is, with pandas' type inference.
+
+        Raises
+        ------
+        DataError
+            If the file is missing, a folder, empty, not UTF-8 or not well-formed CSV.
+        """
         path = _existing_file(spec, base_dir)
         try:
             return pd.read_csv(path, low_memory=False)
@@ -137,6 +170,13 @@ class ParquetSource(DataSource):
     name = "parquet"
 
     def load(self, spec: DataSpec, base_dir: Path) -> pd.DataFrame:
+        """Read the Parquet file at ``spec.source.path``; a named index becomes a column again.
+
+        Raises
+        ------
+        DataError
+            If the file is missing, a folder or not readable as Parquet.
+        """
         path = _existing_file(spec, base_dir)
         try:
             frame = pd.read_parquet(path)
@@ -173,8 +213,14 @@ def load_frame(spec: DataSpec, base_dir: Path) -> pd.DataFrame:
 
 
 def read_table(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
-    """A .parquet or .csv table; a missing file, another format, an unreadable file or a
-    missing ``required`` column is a DataError naming the file."""
+    """Read a .parquet or .csv table that must have the ``required`` columns.
+
+    Raises
+    ------
+    DataError
+        Naming the file, if it is missing, has another suffix, cannot be read or lacks a
+        ``required`` column.
+    """
     if not path.exists():
         raise DataError(f"{path}: no such file")
     readers = {".parquet": pd.read_parquet, ".csv": pd.read_csv}

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from engage.drift.reference import Reference
+from engage.registry import Registry
 
 Kind = Literal["batch", "online"]
 
@@ -32,6 +33,30 @@ class FeatureDrift:
     p_value: float | None = None
     threshold: float | None = None
     is_drift: bool = False
+
+
+@dataclass(frozen=True)
+class Regime:
+    """Where a change-point detector believes the stream is after a check.
+
+    A detector that keeps regimes signals each change once (``alarm_index`` and
+    ``extra["alarms"]`` of the check where it found it) and from then on reports the regime
+    it is in, until the stream returns to the reference or the detector is reset.
+
+    Attributes
+    ----------
+    changed : bool
+        False: the stream is in the reference regime (never left it, or returned).
+    since : int or None
+        Stream row (counted from ``fit`` or ``reset``) at which the current changed regime
+        began: the estimated change point, not the row of the alarm. None when unchanged.
+    features : tuple of str
+        Features whose current regime differs from the reference.
+    """
+
+    changed: bool = False
+    since: int | None = None
+    features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,7 +74,8 @@ class DriftResult:
     p_value : float or None
         The (corrected) p-value when the test has one; online tests have a score only.
     is_drift : bool
-        The detector's own verdict at its threshold; the policy may still ignore it.
+        The detector's own verdict at its threshold; the policy may still ignore it. For a
+        detector that keeps regimes: True while the stream is in a changed regime.
     features : tuple of FeatureDrift
         Per-feature breakdown (empty for multivariate tests).
     n : int
@@ -60,6 +86,11 @@ class DriftResult:
         Why no verdict exists (exception, NaN p-value); ``is_drift`` is then False.
     seconds : float
         Wall time of the check.
+    extra : dict
+        Detector-specific details (``alarms``: rows of this check where changes were
+        signalled, for online detectors).
+    regime : Regime or None
+        The regime after this check, for detectors that keep one; None for the others.
     """
 
     detector: str
@@ -73,13 +104,16 @@ class DriftResult:
     error: str | None = None
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    regime: Regime | None = None
 
     @property
     def drifted_features(self) -> tuple[str, ...]:
+        """The features whose share of the result says drift."""
         return tuple(f.feature for f in self.features if f.is_drift)
 
     @classmethod
     def failed(cls, detector: str, error: str, n: int = 0) -> DriftResult:
+        """A result without a verdict: ``error`` says why (never read as "no drift")."""
         return cls(detector, math.nan, math.nan, error=error, n=n)
 
 
@@ -144,49 +178,40 @@ def _nan(value: float | None) -> bool:
     return value is not None and not math.isfinite(value)
 
 
-DETECTORS: dict[str, type[DriftDetector]] = {}
+DETECTORS: Registry[type[DriftDetector]] = Registry("drift detector", KeyError)
+"""Every detector class by name. Detector modules register themselves with
+:func:`register_detector`; ``engage/drift/__init__.py`` imports them in one explicit list,
+so this module never imports a detector."""
 
 
 def register_detector(name: str) -> Callable[[type[DriftDetector]], type[DriftDetector]]:
-    """Class decorator: register a detector under ``name`` (unique)."""
+    """Class decorator: register a detector class under ``name`` and set its ``name``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is already registered to another class.
+    """
 
     def add(cls: type[DriftDetector]) -> type[DriftDetector]:
-        if name in DETECTORS:
-            raise ValueError(f"drift detector {name!r} is already registered")
+        DETECTORS.add(cls, name)
         cls.name = name
-        DETECTORS[name] = cls
         return cls
 
     return add
 
 
-# Registered on import of their module; alibi-detect's are listed here so that asking for
-# one loads alibi-detect (slow, BSL-licensed) only then, and never otherwise.
-_LAZY = {
-    name: "engage.drift._alibi"
-    for name in ("ks", "cvm", "mmd", "mmd_online", "lsdd_online", "cvm_online")
-}
-
-
 def detector_names() -> list[str]:
-    """Every detector name ``make_detector`` accepts."""
-    _load_builtin()
-    return sorted(set(DETECTORS) | set(_LAZY))
+    """Every detector name :func:`make_detector` accepts, sorted."""
+    return DETECTORS.names()
 
 
 def make_detector(name: str, **options: Any) -> DriftDetector:
-    """A new, unfitted detector by registered name; an unknown name lists the valid ones."""
-    _load_builtin()
-    if name not in DETECTORS and name in _LAZY:
-        import importlib
+    """A new, unfitted detector by registered name.
 
-        importlib.import_module(_LAZY[name])
-    if name not in DETECTORS:
-        raise KeyError(
-            f"unknown drift detector {name!r}; registered: {', '.join(detector_names())}"
-        )
-    return DETECTORS[name](**options)
-
-
-def _load_builtin() -> None:
-    from engage.drift import quality, sequential  # noqa: F401
+    Raises
+    ------
+    KeyError
+        For an unknown name; the message lists the registered ones.
+    """
+    return DETECTORS.get(name)(**options)

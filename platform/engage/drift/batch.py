@@ -19,7 +19,9 @@ from engage.drift.policy import DriftDecision, DriftPolicy
 from engage.drift.quality import check_quality, quality_result
 from engage.drift.reference import Reference
 
-DEFAULT_DETECTORS = ("quality", "ks")
+# ks_ess: KS at effective sample sizes with an effect size (dependence.py): rows of a
+# table are autocorrelated, and a plain KS finds any two slices of one process different.
+DEFAULT_DETECTORS = ("quality", "ks_ess")
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ def check_batch(
                 rows,
                 reference,
                 window=opts.get("window"),
-                margin=opts.get("margin", 0.1),
+                margin=opts.get("margin", 0.5),
                 missing=missing,
             )
             results.append(quality_result(report, opts.get("max_rate", 0.01)))

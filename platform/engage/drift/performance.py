@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from engage.drift.base import DriftResult, FeatureDrift
 
@@ -78,7 +77,9 @@ def rolling_metric(
     recent = np.asarray(pairs[-window:], dtype=np.float64).reshape(-1, 2)
     if len(recent) < 30:
         return DriftResult.failed(name, f"only {len(recent)} labelled predictions (need 30)")
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    from scipy.special import ndtri
+
+    z = float(ndtri(0.5 + confidence / 2))
     pred, label = recent[:, 0], recent[:, 1]
     if metric == "accuracy":
         hits = int((pred == label).sum())
@@ -112,6 +113,8 @@ def prediction_shift(
     """Label-free proxy: predicted-class (chi-square) or value (KS) shift, confidence drop."""
     ref, cur = np.asarray(reference_outputs, np.float64), np.asarray(outputs, np.float64)
     if task == "regression":
+        from scipy import stats  # imported here: a second's start-up for every importer
+
         res = stats.ks_2samp(ref.ravel(), cur.ravel())
         feats = (
             FeatureDrift(
@@ -134,6 +137,8 @@ def prediction_shift(
     k = ref.shape[1]
     counts = [np.bincount(o.argmax(axis=1), minlength=k) + 0.5 for o in (ref, cur)]
     expected = counts[0] / counts[0].sum() * counts[1].sum()
+    from scipy import stats
+
     chi = stats.chisquare(counts[1], expected)
     drop = _confidence(ref) - _confidence(cur)
     feats = (

@@ -1,11 +1,15 @@
 """Data-quality checks on live input: NaN/inf rate, out-of-range, missing features, stuck sensors.
 
 :func:`check_quality` reports on a table or an array; the registered ``quality`` detector
-wraps it in the common interface, keeping the last ``window - 1`` rows between calls so a
-stuck sensor (a window of identical readings) is found across batch boundaries, within one
-window of the first stuck reading. Features that were constant in at least
-``stuck_tolerance`` of the training windows (a motion sensor at night) are not checked
-for sticking.
+wraps it in the common interface, keeping the last rows between calls so a stuck sensor
+(a span of identical readings) is found across batch boundaries.
+
+Ranges are robust: the training 1 %-99 % quantiles widened by ``margin`` (0.5) times their
+distance on each side (:func:`robust_range`), so neither one training spike nor a daily
+excursion just past a short reference's extremes decides what "out of range" means.
+Stuck: a feature constant in under ``stuck_tolerance`` of its training windows is stuck
+after ``window`` equal readings; one that was legitimately constant for spans (light at
+night) only after twice its longest constant training span (:func:`stuck_span`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from engage.drift.base import DriftDetector, DriftResult, FeatureDrift, register_detector
-from engage.drift.reference import Reference
+from engage.drift.reference import FeatureStats, Reference
 
 
 @dataclass(frozen=True)
@@ -34,16 +38,20 @@ class FeatureQuality:
 
     @property
     def worst_rate(self) -> float:
+        """The largest of the NaN, infinite and out-of-range rates (1.0 when missing)."""
         return 1.0 if self.missing else max(self.nan_rate, self.inf_rate, self.out_of_range_rate)
 
 
 @dataclass(frozen=True)
 class QualityReport:
+    """Quality of every feature over ``rows`` checked rows."""
+
     rows: int
     features: tuple[FeatureQuality, ...]
 
     @property
     def missing(self) -> tuple[str, ...]:
+        """Features absent from the input."""
         return tuple(f.feature for f in self.features if f.missing)
 
 
@@ -52,7 +60,7 @@ def check_quality(
     reference: Reference,
     *,
     window: int | None = None,
-    margin: float = 0.1,
+    margin: float = 0.5,
     missing: tuple[str, ...] = (),
     history: np.ndarray | None = None,
     stuck_tolerance: float = 0.001,
@@ -64,8 +72,8 @@ def check_quality(
     window : int or None
         Rows per stuck-sensor window; default: the model's window (at least 5).
     margin : float
-        Out of range means below ``min - margin * span`` or above ``max + margin * span``
-        of the training values (span = max - min).
+        Out of range means outside the training 1 %-99 % quantiles widened by ``margin``
+        times their distance on each side (:func:`robust_range`).
     missing : tuple of str
         Features absent from the input (their column in ``x`` is NaN).
     history : numpy.ndarray or None
@@ -79,15 +87,15 @@ def check_quality(
     for j, name in enumerate(reference.features):
         col, stats = x[:, j], reference.stats[name]
         finite = np.isfinite(col)
-        span = (stats.max - stats.min) or abs(stats.max) or 1.0
-        low, high = stats.min - margin * span, stats.max + margin * span
+        low, high = robust_range(stats, margin)
         outside = finite & ((col < low) | (col > high))
         stuck, first = 0, None
-        if stats.constant_window_rate < stuck_tolerance and len(joined) >= w:
-            flat = np.ptp(sliding_window_view(joined[:, j], w), axis=1) == 0
-            flat &= np.arange(len(flat)) + w - 1 >= len(past)  # windows ending in x
+        span = stuck_span(stats, w, stuck_tolerance)
+        if span is not None and len(joined) >= span:
+            flat = np.ptp(sliding_window_view(joined[:, j], span), axis=1) == 0
+            flat &= np.arange(len(flat)) + span - 1 >= len(past)  # windows ending in x
             stuck = int(flat.sum())
-            first = int(np.argmax(flat)) + w - 1 - len(past) if stuck else None
+            first = int(np.argmax(flat)) + span - 1 - len(past) if stuck else None
         n = max(len(col), 1)
         bad = np.flatnonzero(~finite | outside)
         out.append(
@@ -105,6 +113,34 @@ def check_quality(
     return QualityReport(len(x), tuple(out))
 
 
+def robust_range(stats: FeatureStats, margin: float) -> tuple[float, float]:
+    """The in-range interval of a feature: its training 1 %-99 % quantiles widened by
+    ``margin`` times their distance on each side (min..max when a reference has no
+    quantiles). One training spike does not widen it; a short reference's daily
+    excursion beyond its quantiles still fits in the margin."""
+    q = stats.quantiles
+    lo, hi = q.get("0.01", stats.min), q.get("0.99", stats.max)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        lo, hi = stats.min, stats.max
+    span = (hi - lo) or (stats.max - stats.min) or abs(hi) or 1.0
+    return lo - margin * span, hi + margin * span
+
+
+def stuck_span(stats: FeatureStats, window: int, tolerance: float) -> int | None:
+    """Rows of identical readings that make a sensor stuck; None: never called stuck.
+
+    A feature constant in under ``tolerance`` of its training windows is stuck after
+    ``window`` equal rows. One that was legitimately constant (light at night) is stuck
+    only after twice its longest constant training span, when that span is known;
+    otherwise (a reference of windows in random order) it is not checked.
+    """
+    if stats.constant_window_rate < tolerance:
+        return window
+    if stats.longest_constant > 0:
+        return max(window, 2 * stats.longest_constant + 1)
+    return None
+
+
 @register_detector("quality")
 class QualityDetector(DriftDetector):
     """Data quality as a detector: drift = any NaN/inf/out-of-range rate above
@@ -115,7 +151,7 @@ class QualityDetector(DriftDetector):
     threshold_meaning = "largest tolerated share of NaN, infinite or out-of-range values"
 
     def __init__(
-        self, max_rate: float = default_threshold, window: int | None = None, margin: float = 0.1
+        self, max_rate: float = default_threshold, window: int | None = None, margin: float = 0.5
     ) -> None:
         super().__init__()
         self.max_rate, self.window, self.margin = max_rate, window, margin
@@ -123,9 +159,12 @@ class QualityDetector(DriftDetector):
 
     def _fit(self, reference: Reference) -> None:
         self.w = self.window or max(reference.window, 5)
+        spans = [stuck_span(s, self.w, 0.001) for s in reference.stats.values()]
+        self.keep = max([self.w, *(s for s in spans if s is not None)])  # rows of history
         self.reset()
 
     def reset(self) -> None:
+        """Forget the rows kept for stuck spans across checks."""
         self.history = None
 
     def _check(self, x: np.ndarray, missing: tuple[str, ...] = ()) -> DriftResult:
@@ -138,7 +177,7 @@ class QualityDetector(DriftDetector):
             history=self.history,
         )
         joined = x if self.history is None else np.concatenate([self.history, x])
-        self.history = joined[-(self.w - 1) :] if self.w > 1 else None
+        self.history = joined[-(self.keep - 1) :] if self.keep > 1 else None
         return quality_result(report, self.max_rate, self.name)
 
 

@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 BLOCK = 50
 QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
 NPZ, JSON = "reference.npz", "reference.json"
 ARTIFACT_PATH = "reference"
+CONSTANT_SPAN = 5  # rows per window when constant spans are measured on rows
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,9 @@ class FeatureStats:
     max: float
     quantiles: dict[str, float]
     constant_window_rate: float  # share of training windows in which it never changed
+    # Longest run of identical consecutive training rows (0: unknown, e.g. captured from
+    # windows in random order): a live span up to twice as long is normal, not stuck.
+    longest_constant: int = 0
 
 
 @dataclass(frozen=True)
@@ -58,10 +63,12 @@ class Reference:
 
     @property
     def mean(self) -> np.ndarray:
+        """Per-feature training means, in feature order."""
         return np.array([self.stats[f].mean for f in self.features])
 
     @property
     def std(self) -> np.ndarray:
+        """Per-feature training standard deviations (1.0 for a constant feature)."""
         return np.array([self.stats[f].std or 1.0 for f in self.features])
 
     def as_rows(self, x: np.ndarray) -> np.ndarray:
@@ -137,7 +144,8 @@ def capture_reference(
     if rows.shape[1] != len(features):
         raise ValueError(f"{len(features)} feature names for {rows.shape[1]} columns")
     stats = {
-        f: _stats(rows[:, j], x[..., j] if x.ndim == 3 else None) for j, f in enumerate(features)
+        f: _stats(rows[:, j], x[..., j] if x.ndim == 3 else None, x.ndim == 2)
+        for j, f in enumerate(features)
     }
     kept = rows[_blocks(len(rows), max_rows, seed)].astype(np.float32)
     out = None
@@ -160,10 +168,17 @@ def _blocks(n: int, max_rows: int, seed: int) -> np.ndarray:
     return (np.sort(chosen)[:, None] * BLOCK + np.arange(BLOCK)).ravel()
 
 
-def _stats(values: np.ndarray, windows: np.ndarray | None) -> FeatureStats:
+def _stats(values: np.ndarray, windows: np.ndarray | None, in_order: bool) -> FeatureStats:
+    """Statistics of one feature; ``in_order``: ``values`` are consecutive rows in time
+    order, so constant spans can be measured on them (windows of ``CONSTANT_SPAN`` rows)."""
     finite = values[np.isfinite(values)]
     q = np.quantile(finite, QUANTILES) if len(finite) else np.full(len(QUANTILES), np.nan)
-    constant = float(np.mean(np.ptp(windows, axis=1) == 0)) if windows is not None else 0.0
+    constant, longest = 0.0, 0
+    if windows is not None:
+        constant = float(np.mean(np.ptp(windows, axis=1) == 0))
+    elif in_order and len(values) >= CONSTANT_SPAN:
+        flat = np.ptp(sliding_window_view(values, CONSTANT_SPAN), axis=1) == 0
+        constant, longest = float(flat.mean()), _longest_run(values)
     return FeatureStats(
         mean=float(finite.mean()),
         std=float(finite.std()),
@@ -171,7 +186,15 @@ def _stats(values: np.ndarray, windows: np.ndarray | None) -> FeatureStats:
         max=float(finite.max()),
         quantiles={f"{p:g}": float(v) for p, v in zip(QUANTILES, q, strict=True)},
         constant_window_rate=constant,
+        longest_constant=longest,
     )
+
+
+def _longest_run(values: np.ndarray) -> int:
+    """Length of the longest run of identical consecutive values."""
+    change = np.flatnonzero(np.diff(values) != 0)
+    bounds = np.concatenate([[-1], change, [len(values) - 1]])
+    return int(np.diff(bounds).max())
 
 
 def log_reference(run: Any, reference: Reference) -> int:

@@ -16,6 +16,10 @@ seasonal   temperature - 0.75 sd and humidity + 0.75 sd (heating season)
 covariate  rows drawn with weight exp(0.75 z_co2): more occupied-looking minutes, the
            labels' dependence on the inputs unchanged (selection on x only)
 ========== ==========================================================================
+
+:func:`shifted_windows` builds served-shaped windows from a model's own reference, shifted
+the way a miscalibrated or relocated sensor would be: what ``engage quickstart``'s live
+drift demonstration sends to a served model.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class Stream:
 
 @dataclass(frozen=True)
 class Population:
+    """The simulated population: the reference half and the pool the streams draw from."""
+
     reference: Reference
     pool_x: np.ndarray
     pool_y: np.ndarray
@@ -100,3 +106,28 @@ def make_stream(
         x[after, j["temperature"]] -= 0.75 * sd[j["temperature"]]
         x[after, j["humidity"]] += 0.75 * sd[j["humidity"]]
     return Stream(name, x, y, None if name == "no_drift" else change_at)
+
+
+def shifted_windows(reference: Reference, window: int, n: int, seed: int = 0) -> np.ndarray:
+    """``n`` windows ``(n, window, F)`` of ``reference`` rows, shifted like a faulty sensor.
+
+    Runs of rows are taken in time order (the reference keeps its windows' rows in order),
+    then shifted: temperature + 6 °C and CO2 x 1.6 where the reference has those features,
+    else the first feature + 3 reference standard deviations. float32, rounded to 3 places,
+    as a client would send them.
+    """
+    rows = reference.rows.astype(np.float64)
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, max(1, len(rows) - window), n)
+    x = np.stack([rows[s : s + window] for s in starts])
+    if x.shape[1] < window:  # a reference shorter than one window: repeat its rows
+        x = np.resize(x, (n, window, rows.shape[1]))
+    names = list(reference.features)
+    if "temperature" in names or "co2" in names:
+        if "temperature" in names:
+            x[..., names.index("temperature")] += 6.0
+        if "co2" in names:
+            x[..., names.index("co2")] *= 1.6
+    else:
+        x[..., 0] += 3.0 * reference.std[0]
+    return x.astype(np.float32).round(3)

@@ -22,12 +22,17 @@ _BATCH_SIZES = (1, 7, 64)
 
 
 class Exported(Protocol):
+    """What :func:`check_equivalence` needs of an exported file: its format name, the
+    runtime that runs it and a function that runs it."""
+
     format: str
 
     @property
-    def runtime(self) -> str: ...
+    def runtime(self) -> str:
+        """The inference runtime and its version, as messages name it."""
 
-    def runner(self) -> Callable[[np.ndarray], np.ndarray]: ...
+    def runner(self) -> Callable[[np.ndarray], np.ndarray]:
+        """Load the file once and return a function from a float32 batch to the outputs."""
 
 
 @dataclass(frozen=True)
@@ -44,9 +49,11 @@ class Equivalence:
 
     @property
     def passed(self) -> bool:
+        """Whether the largest difference is within the tolerance; a NaN difference never is."""
         return self.max_abs_diff <= self.tolerance  # NaN never passes
 
     def explain(self) -> str:
+        """One line for people: the format, the largest difference, the runtime and the verdict."""
         verdict = "within" if self.passed else "above"
         return (
             f"{self.format}: max |difference| {self.max_abs_diff:.3g} over {self.n} held-out "
@@ -54,6 +61,13 @@ class Equivalence:
         )
 
     def raise_if_failed(self) -> None:
+        """Turn a failed check into an error; a passed one returns quietly.
+
+        Raises
+        ------
+        ExportError
+            If :attr:`passed` is false.
+        """
         if not self.passed:
             raise ExportError(
                 f"the {self.format} export differs from the torch model: max absolute "
@@ -73,6 +87,24 @@ def check_equivalence(
     """Run ``inputs`` through torch and the exported file, batch by batch, and compare.
 
     Never raises on a difference (results, then decisions): call ``raise_if_failed``.
+
+    Parameters
+    ----------
+    torch_model : nn.Module
+        The model the export was made from, in eval mode.
+    exported : Exported
+        The exported file (an :class:`~engage.export.onnx.OnnxExport` or a
+        :class:`~engage.export.torchscript.TorchScriptExport`).
+    inputs : numpy.ndarray
+        Held-out windows ``(n, window, features)``, fed in batches of 1, 7, then 64.
+    tolerance : float
+        The largest absolute difference that still passes.
+
+    Raises
+    ------
+    ExportError
+        If ``inputs`` is empty, the runtime cannot load the file, or the file returns
+        another shape than torch (a batch axis frozen at export time).
     """
     import torch
 

@@ -43,6 +43,7 @@ class OnnxExport:
 
     @property
     def runtime(self) -> str:
+        """The onnxruntime version and execution provider the file is checked on."""
         import onnxruntime
 
         return f"onnxruntime {onnxruntime.__version__} (CPUExecutionProvider)"
@@ -70,6 +71,12 @@ def export_onnx(model: nn.Module, example: np.ndarray, path: Path, opset: int = 
         Where the ``.onnx`` file goes (its folder is created).
     opset
         The ONNX opset to target, at least 18.
+
+    Raises
+    ------
+    ExportError
+        If ``opset`` is below 18, torch cannot export the model or the written file fails
+        ONNX's checker.
     """
     import onnx
     import torch

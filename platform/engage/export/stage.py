@@ -35,9 +35,13 @@ class ExportReport:
 
     @property
     def passed(self) -> bool:
+        """Whether every exported format is within the tolerance of torch."""
         return all(e.passed for e in self.equivalence.values())
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data, one entry per format: the export's fields, its file name
+        and size, and its equivalence figures with the verdict.
+        """
         out: dict[str, Any] = {}
         for fmt, exported in self.exports.items():
             check = self.equivalence[fmt]
@@ -62,7 +66,22 @@ def export_all(
 ) -> ExportReport:
     """Export ``model`` in each of ``formats`` into ``directory`` and check each on ``inputs``.
 
-    Never raises on a difference: the caller records the report, then decides.
+    Never raises on a difference: the caller records the report, then decides. The report
+    is also written to ``directory/equivalence.json``.
+
+    Parameters
+    ----------
+    example : numpy.ndarray
+        A few windows the exporters trace with (only shape and dtype matter).
+    inputs : numpy.ndarray
+        Held-out windows each export is compared with torch on.
+    formats : list of str
+        ``"onnx"`` and/or ``"torchscript"``.
+
+    Raises
+    ------
+    ExportError
+        If a format cannot be exported or loaded (not for a difference above tolerance).
     """
     directory = Path(directory)
     exports: dict[str, OnnxExport | TorchScriptExport] = {}
@@ -90,7 +109,7 @@ def export_stage(
     logging) when a format is above ``spec.tolerance``. Returns None when no format is asked.
     """
     from engage.events import Event
-    from engage.tracking._ops import artifacts_dir
+    from engage.tracking import artifacts_dir
 
     if not spec.formats:
         return None

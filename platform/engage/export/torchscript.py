@@ -27,16 +27,19 @@ class TorchScriptExport:
 
     @property
     def runtime(self) -> str:
+        """The torch version whose ``torch.jit`` runs the file, on CPU."""
         import torch
 
         return f"torch.jit {torch.__version__.split('+')[0]} (CPU)"
 
     def runner(self) -> Callable[[np.ndarray], np.ndarray]:
+        """Load the file on CPU once and return a function from a float32 batch to the outputs."""
         import torch
 
         loaded = torch.jit.load(str(self.path), map_location="cpu").eval()
 
         def run(x: np.ndarray) -> np.ndarray:
+            """Run the loaded module on ``x`` without gradients."""
             with torch.no_grad():
                 return loaded(torch.from_numpy(x)).numpy()
 
@@ -49,6 +52,11 @@ def export_torchscript(model: nn.Module, example: np.ndarray, path: Path) -> Tor
     Tracing, not scripting: it also works on ``ExportedProgram.module()`` graphs, which
     ``torch.jit.script`` cannot compile. Our models have no data-dependent control flow,
     so a trace is the whole model; the reload check proves the batch axis stayed dynamic.
+
+    Raises
+    ------
+    ExportError
+        If tracing, saving or reloading fails, or the reloaded file refuses a new batch size.
     """
     import torch
 

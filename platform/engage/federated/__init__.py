@@ -5,7 +5,7 @@ household partition, a server running rounds, every update signed and verified b
 is scored for anomalies and aggregated.
 """
 
-from engage.federated.errors import FederatedError
+from engage.errors import FederatedError
 from engage.federated.keys import KeyStore
 from engage.federated.verify import Reason, UpdateVerdict, UpdateVerifier
 from engage.federated.wire import Schema

@@ -4,6 +4,11 @@ Each takes the accepted updates of a round as rows of a ``(k, d)`` array (model 
 not models) with their sample counts, and returns the change applied to the global model.
 FedProx needs no aggregator of its own: its proximal term lives in the client's loss and
 its server step is FedAvg's.
+
+Adding one is a subclass of :class:`Aggregator` with a docstring, a ``name``, a
+``description`` (and a ``params_model`` if it takes parameters), decorated with
+``@AGGREGATORS.register()``; the spec then accepts its name under
+``federated.aggregator.name``.
 """
 
 from __future__ import annotations
@@ -15,10 +20,13 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engage.federated.errors import FederatedError
+from engage.errors import FederatedError
+from engage.registry import Registry
 
 
 class AggregatorParams(BaseModel):
+    """An aggregator's parameters (none by default); subclasses add validated fields."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -45,29 +53,26 @@ class Aggregator(ABC):
         """``updates``: ``(k, d)`` float32, ``k >= 1``; ``weights``: ``(k,)`` sample counts."""
 
 
-AGGREGATORS: dict[str, type[Aggregator]] = {}
-
-
-def register_aggregator(cls: type[Aggregator]) -> type[Aggregator]:
-    if not cls.__doc__ or not cls.description:
-        raise ValueError(f"aggregator {cls.__name__} needs a docstring and a description")
-    AGGREGATORS[cls.name] = cls
-    return cls
+#: Every aggregator, by name; an unknown name raises :class:`FederatedError` listing them.
+AGGREGATORS: Registry[type[Aggregator]] = Registry("aggregator", FederatedError)
 
 
 def make_aggregator(name: str, params: dict[str, Any] | None = None) -> Aggregator:
-    """The registered aggregator ``name`` with validated ``params``."""
+    """The registered aggregator ``name`` with validated ``params``.
+
+    Raises
+    ------
+    FederatedError
+        An unknown name (the hint lists the registered ones) or invalid parameters.
+    """
     cls = AGGREGATORS.get(name)
-    if cls is None:
-        valid = ", ".join(sorted(AGGREGATORS))
-        raise FederatedError(f"unknown aggregator {name!r}", hint=f"use one of: {valid}")
     try:
         return cls(cls.params_model.model_validate(params or {}))
     except ValidationError as exc:
         raise FederatedError(f"bad parameters for aggregator {name!r}: {exc}") from None
 
 
-@register_aggregator
+@AGGREGATORS.register()
 class FedAvg(Aggregator):
     """FedAvg: the mean of the updates weighted by each client's sample count."""
 
@@ -75,12 +80,13 @@ class FedAvg(Aggregator):
     description = "mean weighted by sample counts (FedAvg; FedProx's server step too)"
 
     def aggregate(self, updates: np.ndarray, weights: np.ndarray) -> Aggregate:
+        """The sample-weighted mean (uniform when every weight is 0)."""
         w = np.asarray(weights, dtype=np.float64)
         w = w / w.sum() if w.sum() > 0 else np.full(len(updates), 1 / len(updates))
         return Aggregate((w @ updates.astype(np.float64)).astype(np.float32), _all(updates))
 
 
-@register_aggregator
+@AGGREGATORS.register()
 class Median(Aggregator):
     """Coordinate-wise median: each coordinate stays among the honest values while fewer
     than half the updates are malicious."""
@@ -89,14 +95,17 @@ class Median(Aggregator):
     description = "coordinate-wise median (breaks down at half the clients)"
 
     def aggregate(self, updates: np.ndarray, weights: np.ndarray) -> Aggregate:
+        """The coordinate-wise median; weights are ignored."""
         return Aggregate(np.median(updates, axis=0).astype(np.float32), _all(updates))
 
 
 class TrimParams(AggregatorParams):
+    """Trimmed mean: the share of values cut from each end per coordinate."""
+
     trim: float = Field(0.2, ge=0.0, lt=0.5, description="share cut from each end per coordinate")
 
 
-@register_aggregator
+@AGGREGATORS.register()
 class TrimmedMean(Aggregator):
     """Coordinate-wise trimmed mean: drops the ``floor(trim * k)`` largest and smallest
     values of each coordinate, then averages the rest."""
@@ -106,6 +115,7 @@ class TrimmedMean(Aggregator):
     params_model = TrimParams
 
     def aggregate(self, updates: np.ndarray, weights: np.ndarray) -> Aggregate:
+        """The coordinate-wise mean of the values left after trimming."""
         k = len(updates)
         cut = min(int(np.floor(self.params.trim * k)), (k - 1) // 2)
         ordered = np.sort(updates, axis=0)[cut : k - cut]
@@ -113,13 +123,15 @@ class TrimmedMean(Aggregator):
 
 
 class KrumParams(AggregatorParams):
+    """Krum and Multi-Krum: malicious clients tolerated, updates averaged."""
+
     byzantine: int = Field(1, ge=0, description="malicious clients tolerated (f)")
     select: int | None = Field(
         None, ge=1, description="Multi-Krum: updates averaged (m); default k - f"
     )
 
 
-@register_aggregator
+@AGGREGATORS.register()
 class Krum(Aggregator):
     """Krum: the update whose ``k - f - 2`` nearest neighbours are closest (sum of squared
     distances). Needs ``k > 2f + 2``; with fewer updates ``f`` shrinks to fit."""
@@ -129,6 +141,7 @@ class Krum(Aggregator):
     params_model = KrumParams
 
     def aggregate(self, updates: np.ndarray, weights: np.ndarray) -> Aggregate:
+        """The best-scored update (Multi-Krum: the mean of the ``m`` best)."""
         order = np.argsort(krum_scores(updates, self._f(len(updates))), kind="stable")
         chosen = order[: self._m(len(updates))]
         vector = updates[chosen].astype(np.float64).mean(axis=0).astype(np.float32)
@@ -141,7 +154,7 @@ class Krum(Aggregator):
         return 1
 
 
-@register_aggregator
+@AGGREGATORS.register()
 class MultiKrum(Krum):
     """Multi-Krum: the mean of the ``m`` updates with the best Krum scores."""
 

@@ -49,6 +49,7 @@ class AttackPlan:
 
 
 def build_model(training: LocalTraining):
+    """A fresh model of the local-training spec, seeded so every client starts alike."""
     import torch
 
     torch.manual_seed(training.seed)
@@ -56,15 +57,18 @@ def build_model(training: LocalTraining):
 
 
 def model_schema(model: Any) -> wire.Schema:
+    """The wire schema of ``model``'s floating-point tensors, in ``state_dict`` order."""
     return wire.Schema.of({k: v for k, v in model.state_dict().items() if v.is_floating_point()})
 
 
 def get_vector(model: Any, schema: wire.Schema) -> np.ndarray:
+    """The model's tensors of ``schema`` as one flat float32 vector."""
     state = model.state_dict()
     return np.concatenate([state[t.name].detach().cpu().numpy().ravel() for t in schema.tensors])
 
 
 def set_vector(model: Any, schema: wire.Schema, vector: np.ndarray) -> None:
+    """Load the flat ``vector`` into ``model``'s tensors of ``schema``."""
     import torch
 
     tensors = {k: torch.from_numpy(np.array(v)) for k, v in schema.split(vector).items()}
@@ -103,7 +107,7 @@ class FederatedClient:
 
     def fit(self, global_message: bytes, delay_seconds: float = 0.0) -> bytes:
         """Train on the global model in ``global_message``; return the signed update."""
-        round_, start = wire.decode_global(
+        round_, start, session = wire.decode_global(
             global_message, self.schema, self.training.max_update_bytes
         )
         if self._last_global is not None:
@@ -122,7 +126,9 @@ class FederatedClient:
             delta = self._attack.update(delta, ctx).astype(np.float32)
         if delay_seconds > 0:
             time.sleep(delay_seconds)  # a slow link (the transit attack "delay")
-        return wire.encode_update(self._signer, round_, delta, self.schema, len(self._y))
+        return wire.encode_update(
+            self._signer, round_, delta, self.schema, len(self._y), session=session
+        )
 
     def _trains(self, round_: int) -> bool:
         return (

@@ -14,7 +14,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from engage.federated.errors import FederatedError
+from engage.errors import FederatedError
 from engage.federated.signing import (
     SCHEMES,
     Ed25519KeyRing,
@@ -29,6 +29,7 @@ _SUFFIX = {"hmac-sha256": ".hmac", "ed25519": ".ed25519"}
 
 
 def key_dir(home: Path) -> Path:
+    """The folder of the clients' key files under an engage home."""
     return Path(home) / "fl" / "keys"
 
 
@@ -39,6 +40,13 @@ class KeyStore:
         self.root = Path(root)
 
     def path(self, client: str, scheme: str, public: bool = False) -> Path:
+        """The key file of ``client`` (``public``: its Ed25519 public key).
+
+        Raises
+        ------
+        FederatedError
+            Unknown scheme, or a client id that cannot name a file.
+        """
         _check(client, scheme)
         return self.root / f"{client}{_SUFFIX[scheme]}{'.pub' if public else ''}"
 
@@ -59,6 +67,7 @@ class KeyStore:
         return made
 
     def missing(self, clients: Iterable[str], scheme: str) -> list[str]:
+        """The clients without a key file for ``scheme``."""
         return [c for c in clients if not self.path(c, scheme).exists()]
 
     def secret(self, client: str, scheme: str) -> bytes:
@@ -66,6 +75,13 @@ class KeyStore:
         return _read(self.path(client, scheme))
 
     def signer(self, client: str, scheme: str) -> Signer:
+        """The signer ``client`` uses, from its secret key file.
+
+        Raises
+        ------
+        FederatedError
+            The key file is missing or readable by others.
+        """
         return make_signer(scheme, client, self.secret(client, scheme))
 
     def keyring(self, clients: Iterable[str], scheme: str) -> KeyRing:

@@ -47,6 +47,7 @@ class FederatedData:
 
     @property
     def ids(self) -> list[str]:
+        """The client ids, in partition order."""
         return [c.client for c in self.clients]
 
     def union(self, split: str) -> tuple[np.ndarray, np.ndarray]:

@@ -33,6 +33,9 @@ class QuarantinePolicy:
     flags: Counter = field(default_factory=Counter)
 
     def decide(self, scores: list[ClientScore]) -> list[Decision]:
+        """One decision per score: aggregate, exclude (flagged) or quarantine (flagged
+        ``after`` times); counts the flags as it goes.
+        """
         out = []
         for s in scores:
             if s.flagged:

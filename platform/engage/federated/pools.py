@@ -25,10 +25,14 @@ class FitOutcome:
 
 
 class ClientPool(ABC):
+    """Where a round's clients train: sends them the global model, collects their updates."""
+
     @abstractmethod
     def fit(
         self, clients: list[str], message: bytes, delays: dict[str, float], timeout_s: float
-    ) -> FitOutcome: ...
+    ) -> FitOutcome:
+        """Ask ``clients`` to train on the global-model ``message`` and collect their updates
+        within ``timeout_s``; ``delays`` holds clients back (simulated stragglers)."""
 
     def busy(self) -> set[str]:
         """Clients still working on an earlier round (not sampled until they finish)."""
@@ -46,6 +50,9 @@ class LocalPool(ClientPool):
         self.clients = clients
 
     def fit(self, clients, message, delays, timeout_s):
+        """Call each client in turn; a delay past the timeout makes a straggler,
+        a raising client a dropout.
+        """
         out = FitOutcome()
         for c in clients:
             if delays.get(c, 0.0) > timeout_s:
@@ -66,6 +73,9 @@ class RayPool(ClientPool):
         self._pending: dict[Any, str] = {}  # refs of stragglers -> client
 
     def fit(self, clients, message, delays, timeout_s):
+        """Send the round to every client's actor and wait up to ``timeout_s``; updates
+        of earlier stragglers that landed meanwhile come back as ``late``.
+        """
         import ray
 
         out = FitOutcome()
@@ -103,6 +113,7 @@ class RayPool(ClientPool):
             out.late += list(got.items())
 
     def busy(self) -> set[str]:
+        """Clients whose update from an earlier round has not landed yet."""
         import ray
 
         if not self._pending:
@@ -111,6 +122,7 @@ class RayPool(ClientPool):
         return {c for ref, c in self._pending.items() if ref not in done}
 
     def close(self) -> None:
+        """Kill every client actor."""
         import ray
 
         for actor in self.actors.values():

@@ -18,6 +18,7 @@ STAGE = {"stage": "federated"}
 
 
 def round_metrics(r: RoundResult) -> dict[str, float]:
+    """The job-level metrics of one round (counts, seconds, the global model's ``val_*``)."""
     return {
         "fl_round": float(r.round),
         "fl_selected_clients": float(len(r.selected)),
@@ -79,6 +80,9 @@ def round_events(r: RoundResult) -> list[Event]:
 
 
 def round_line(r: RoundResult, rounds: int, metric: str) -> str:
+    """One line for the display: the round's metric, accepted and rejected counts, who
+    was flagged, straggled or dropped.
+    """
     reasons = Counter(str(v.reason) for v in r.rejected)
     parts = [f"round {r.round}/{rounds}: {metric} {r.metrics.get(metric, float('nan')):.4f}"]
     parts.append(f"{sum(v.accepted for _, v in r.verdicts)} accepted")
@@ -114,6 +118,7 @@ class ClientVerdict:
 
     @property
     def verdict(self) -> str:
+        """``quarantined (round r)``, ``flagged`` or ``ok``."""
         if self.quarantined_in is not None:
             return f"quarantined (round {self.quarantined_in})"
         if self.flagged:
@@ -124,6 +129,7 @@ class ClientVerdict:
 def verdicts(
     rounds: list[RoundResult], clients: list[str], malicious: dict[str, str]
 ) -> list[ClientVerdict]:
+    """Each client's record over ``rounds`` (updates from unknown senders in one row)."""
     table = {c: ClientVerdict(c, malicious.get(c, "")) for c in clients}
     rows: dict[str, ClientVerdict] = defaultdict(lambda: ClientVerdict("unknown"), table)
     for r in rounds:

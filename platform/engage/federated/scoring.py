@@ -46,6 +46,8 @@ ValidationProbe = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 @dataclass(frozen=True)
 class ScoringConfig:
+    """The thresholds and floors of :class:`UpdateScorer` (from the spec's ``scoring``)."""
+
     z_threshold: float = 5.0  # |robust z| of the log norm that flags
     cosine_min: float = 0.0  # a cosine history below this flags
     duplicate_cosine: float = 0.9999
@@ -78,6 +80,7 @@ class ClientScore:
 
     @property
     def flagged(self) -> bool:
+        """Whether any check flagged the update (``reasons`` is not empty)."""
         return bool(self.reasons)
 
 

@@ -25,6 +25,8 @@ from engage.federated.verify import UpdateVerdict, UpdateVerifier
 
 @dataclass(frozen=True)
 class ServerConfig:
+    """The server's round settings, from the spec's ``federated`` section."""
+
     rounds: int
     clients_per_round: int | None
     min_clients: int
@@ -50,10 +52,12 @@ class RoundResult:
 
     @property
     def rejected(self) -> list[UpdateVerdict]:
+        """The verdicts that rejected an update."""
         return [v for _, v in self.verdicts if not v.accepted]
 
     @property
     def flagged(self) -> list[str]:
+        """The clients whose update scoring flagged."""
         return [s.client for s in self.scores if s.flagged]
 
 
@@ -83,6 +87,9 @@ class FederatedServer:
 
     # -- the template --------------------------------------------------------------------------
     def run_round(self, round_: int) -> RoundResult:
+        """Run round ``round_``: sample, collect, verify, score, decide, aggregate,
+        evaluate; returns what happened, the global model updated in place.
+        """
         started = time.perf_counter()
         selected = self.sample(round_)
         result = RoundResult(round_, selected)
@@ -121,22 +128,28 @@ class FederatedServer:
         return [eligible[i] for i in sorted(chosen)]
 
     def collect(self, round_: int, selected: list[str]) -> FitOutcome:
+        """Send the global model to ``selected`` through the channel's planned delays."""
         delays = self.channel.plan(round_, selected)
-        message = wire.encode_global(round_, self.weights, self.verifier.schema)
+        message = wire.encode_global(
+            round_, self.weights, self.verifier.schema, self.verifier.session
+        )
         return self.pool.fit(selected, message, delays, self.config.timeout_seconds)
 
     def verify(self, round_: int, outcome: FitOutcome) -> list[tuple[Delivery, UpdateVerdict]]:
+        """Pass late and on-time messages through the channel, then verify each."""
         deliveries = [Delivery(c, raw, "late") for c, raw in outcome.late]
         deliveries += self.channel.deliver(round_, outcome.messages)
         return [(d, self.verifier.check(d.raw)) for d in deliveries]
 
     def score(self, round_: int, accepted: list) -> list[ClientScore]:
+        """Anomaly scores of the accepted updates (none without a scorer)."""
         if self.scorer is None or not accepted:
             return []
         matrix = np.stack([u.vector for u in accepted])
         return self.scorer.score(round_, [u.client for u in accepted], matrix, self.weights)
 
     def aggregate(self, used: list) -> tuple[np.ndarray, list[str]]:
+        """The aggregated change of ``used`` and the clients that contributed to it."""
         matrix = np.stack([u.vector for u in used])
         weights = np.array([u.num_samples for u in used], dtype=np.float64)
         result = self.aggregator.aggregate(matrix, weights)

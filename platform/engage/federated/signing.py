@@ -25,7 +25,8 @@ class Signer(ABC):
         self.client = client
 
     @abstractmethod
-    def sign(self, message: bytes) -> bytes: ...
+    def sign(self, message: bytes) -> bytes:
+        """The signature of ``message`` under this client's key."""
 
 
 class KeyRing(ABC):
@@ -34,10 +35,12 @@ class KeyRing(ABC):
     scheme: str
 
     @abstractmethod
-    def knows(self, client: str) -> bool: ...
+    def knows(self, client: str) -> bool:
+        """Whether the ring holds a key for ``client``."""
 
     @abstractmethod
-    def verify(self, client: str, message: bytes, signature: bytes) -> bool: ...
+    def verify(self, client: str, message: bytes, signature: bytes) -> bool:
+        """Whether ``signature`` is ``client``'s over ``message`` (the client must be known)."""
 
 
 class HmacSigner(Signer):
@@ -50,6 +53,7 @@ class HmacSigner(Signer):
         self._key = bytes(key)
 
     def sign(self, message: bytes) -> bytes:
+        """HMAC-SHA256 of ``message`` under the client's secret."""
         return hmac.new(self._key, message, hashlib.sha256).digest()
 
 
@@ -62,9 +66,11 @@ class HmacKeyRing(KeyRing):
         self._keys = dict(keys)
 
     def knows(self, client: str) -> bool:
+        """Whether the ring holds ``client``'s secret."""
         return client in self._keys
 
     def verify(self, client: str, message: bytes, signature: bytes) -> bool:
+        """Recompute the HMAC and compare in constant time."""
         expected = hmac.new(self._keys[client], message, hashlib.sha256).digest()
         return hmac.compare_digest(expected, signature)
 
@@ -81,6 +87,7 @@ class Ed25519Signer(Signer):
         self._key = Ed25519PrivateKey.from_private_bytes(bytes(private))
 
     def sign(self, message: bytes) -> bytes:
+        """The Ed25519 signature of ``message``."""
         return self._key.sign(message)
 
 
@@ -95,9 +102,11 @@ class Ed25519KeyRing(KeyRing):
         self._keys = {c: Ed25519PublicKey.from_public_bytes(k) for c, k in public.items()}
 
     def knows(self, client: str) -> bool:
+        """Whether the ring holds ``client``'s public key."""
         return client in self._keys
 
     def verify(self, client: str, message: bytes, signature: bytes) -> bool:
+        """Check the Ed25519 signature against ``client``'s public key."""
         from cryptography.exceptions import InvalidSignature
 
         try:

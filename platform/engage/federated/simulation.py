@@ -3,6 +3,7 @@ benchmark and the tests, so all three run the same code."""
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,8 @@ from engage.spec.models import FederatedSpec, ModelSpec
 
 @dataclass(frozen=True)
 class Simulation:
+    """A built federated setup: the server (with its pool of clients) and who attacks."""
+
     server: FederatedServer
     malicious: dict[str, str]  # client -> attack kind (empty without client attacks)
 
@@ -48,6 +51,7 @@ def malicious_clients(fed: FederatedSpec, clients: list[str]) -> dict[str, str]:
 
 
 def local_training(fed: FederatedSpec, model: ModelSpec, data: FederatedData) -> LocalTraining:
+    """The local-training settings every client uses, from the spec."""
     return LocalTraining(
         model.name,
         dict(model.params),
@@ -124,7 +128,13 @@ def build(
             list(fed.attacks.in_transit) if fed.attacks else [],
             fed.attacks.seed if fed.attacks else 0,
         ),
-        UpdateVerifier(keys.keyring(data.ids, fed.signing), schema, fed.max_update_bytes),
+        UpdateVerifier(
+            keys.keyring(data.ids, fed.signing),
+            schema,
+            fed.max_update_bytes,
+            session=secrets.token_hex(16),  # one per run: updates never verify in another
+            samples={c.client: len(c.train.y) for c in data.clients},
+        ),
         make_aggregator(fed.aggregator.name, dict(fed.aggregator.params)),
         scorer,
         QuarantinePolicy(fed.quarantine_after, scoring.enabled and scoring.exclude_flagged),
@@ -177,6 +187,7 @@ class ValidationLoss:
         self.x, self.y = torch.from_numpy(x[pick]), torch.from_numpy(y[pick])
 
     def loss(self, vector: np.ndarray) -> float:
+        """The loss of the model holding ``vector`` on the validation sample."""
         import torch
 
         from engage.train.evaluate import loss_function, targets_for_loss
@@ -192,12 +203,8 @@ class ValidationLoss:
         return np.array([self.loss(weights + u) - base for u in updates])
 
 
-def ensure_keys(keys: KeyStore, clients: list[str], scheme: str) -> list[str]:
-    """Provision the keys that are missing; returns who got one."""
-    return keys.provision(clients, scheme)
-
-
 def to_model(training: LocalTraining, vector: np.ndarray) -> Any:
+    """A model of the local-training spec holding the flat ``vector``."""
     model = build_model(training)
     set_vector(model, model_schema(model), vector)
     return model.eval()

@@ -1,10 +1,10 @@
 """The update wire format: a canonical JSON header and raw little-endian float32 tensors.
 
 A message is ``MAGIC | u32 header length | header | payload``. The header declares every
-tensor (name, shape, dtype), the payload's SHA-256, the sender, the round, a nonce and the
-signature; the payload is the tensors' bytes concatenated in declared order. Nothing is
-pickled: a receiver parses JSON and reads float32 bytes, with size limits checked before
-either. The header must be byte-for-byte canonical (sorted keys, no spaces, ASCII), so a
+tensor (name, shape, dtype), the payload's SHA-256, the sender, the round, a nonce, the
+run's session id and the signature; the payload is the tensors' bytes concatenated in
+declared order. Nothing is pickled: a receiver parses JSON and reads float32 bytes, with
+size limits checked before either. The header must be byte-for-byte canonical (sorted keys, no spaces, ASCII), so a
 changed byte anywhere in it is either malformed or changes what the signature covers.
 """
 
@@ -15,7 +15,7 @@ import json
 import re
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,7 +28,20 @@ _PREFIX = struct.Struct("<4sI")
 CLIENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 _TENSOR_NAME = re.compile(r"^[A-Za-z0-9_.]{1,200}$")
 _HEX = re.compile(r"^[0-9a-f]+$")
-_KEYS = {"kind", "client", "round", "nonce", "num_samples", "schema", "payload_sha256", "scheme"}
+_KEYS = {
+    "kind",
+    "client",
+    "round",
+    "nonce",
+    "num_samples",
+    "schema",
+    "payload_sha256",
+    "scheme",
+    "session",
+}
+#: The session of messages built without one (tests, tools); a job's server draws its own,
+#: so an update signed in one run never verifies in another even with the same keys.
+NO_SESSION = "0" * 32
 SIGNED_DOMAIN = b"engage-fl-update-v1\x00"
 
 
@@ -51,6 +64,7 @@ class TensorSpec:
 
     @property
     def size(self) -> int:
+        """The number of values in the tensor."""
         return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
 
 
@@ -67,13 +81,16 @@ class Schema:
 
     @property
     def size(self) -> int:
+        """The number of values over every tensor."""
         return sum(t.size for t in self.tensors)
 
     @property
     def nbytes(self) -> int:
+        """The payload size the schema declares, in bytes."""
         return 4 * self.size
 
     def to_json(self) -> list[dict[str, Any]]:
+        """The schema as the header's JSON list."""
         return [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype} for t in self.tensors]
 
     def split(self, vector: np.ndarray) -> dict[str, np.ndarray]:
@@ -98,6 +115,7 @@ class Header:
     payload_sha256: str
     scheme: str
     signature: str | None
+    session: str = NO_SESSION
 
     def signed_bytes(self) -> bytes:
         """What a signature covers: every header field but the signature itself."""
@@ -113,19 +131,23 @@ class Header:
             "schema": self.schema.to_json(),
             "payload_sha256": self.payload_sha256,
             "scheme": self.scheme,
+            "session": self.session,
         }
 
     def to_json(self) -> dict[str, Any]:
+        """Every field, the signature included (what :func:`pack` writes)."""
         return {**self._fields(), "signature": self.signature}
 
 
 def canonical(obj: Any) -> bytes:
+    """The canonical JSON bytes of ``obj``: sorted keys, no spaces, ASCII, no NaN."""
     return json.dumps(
         obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
     ).encode("ascii")
 
 
 def to_payload(vector: np.ndarray) -> bytes:
+    """``vector`` as little-endian float32 bytes."""
     return np.ascontiguousarray(vector, dtype=_LE_F32).tobytes()
 
 
@@ -135,6 +157,7 @@ def from_payload(payload: bytes) -> np.ndarray:
 
 
 def pack(header: Header, payload: bytes) -> bytes:
+    """The message bytes: magic, header length, canonical header, payload."""
     head = canonical(header.to_json())
     return _PREFIX.pack(MAGIC, len(head)) + head + payload
 
@@ -148,9 +171,11 @@ def make_header(
     schema: Schema,
     payload: bytes,
     scheme: str,
+    session: str = NO_SESSION,
 ) -> Header:
+    """An unsigned header for ``payload``, with its SHA-256, in run ``session``."""
     digest = hashlib.sha256(payload).hexdigest()
-    return Header(kind, client, round_, nonce, num_samples, schema, digest, scheme, None)
+    return Header(kind, client, round_, nonce, num_samples, schema, digest, scheme, None, session)
 
 
 def unpack(raw: bytes, max_payload_bytes: int) -> tuple[Header, bytes]:
@@ -205,6 +230,7 @@ def _parse_header(head: bytes) -> Header:
         payload_sha256=_hex(data["payload_sha256"], "payload_sha256", 64),
         scheme=_str(data, "scheme", re.compile(r"^[a-z0-9-]{1,40}$")),
         signature=None if data["signature"] is None else _hex(data["signature"], "signature"),
+        session=_hex(data["session"], "session", 32),
     )
 
 
@@ -254,9 +280,10 @@ def encode_update(
     schema: Schema,
     num_samples: int,
     nonce: str | None = None,
+    session: str = NO_SESSION,
 ) -> bytes:
-    """A signed update message from ``signer.client`` (``signer=None`` is never used by
-    engage's clients; tests build unsigned messages with :func:`make_header`)."""
+    """A signed update message from ``signer.client`` for run ``session`` (the session the
+    server's global model carried; tests build unsigned messages with :func:`make_header`)."""
     import secrets
 
     payload = to_payload(vector)
@@ -269,6 +296,7 @@ def encode_update(
         schema,
         payload,
         signer.scheme,
+        session,
     )
     signature = signer.sign(header.signed_bytes()).hex()
     return pack(_with_signature(header, signature), payload)
@@ -280,18 +308,36 @@ def _with_signature(header: Header, signature: str | None) -> Header:
     return replace(header, signature=signature)
 
 
-def encode_global(round_: int, vector: np.ndarray, schema: Schema) -> bytes:
-    """The server's global model for ``round_``, unsigned (the server is trusted here)."""
+def encode_global(
+    round_: int, vector: np.ndarray, schema: Schema, session: str = NO_SESSION
+) -> bytes:
+    """The server's global model for ``round_`` of run ``session``, unsigned (the server is
+    trusted here); clients sign their updates for that session."""
     payload = to_payload(vector)
-    header = make_header("global", "server", round_, "0" * 32, 1, schema, payload, "none")
+    header = make_header("global", "server", round_, "0" * 32, 1, schema, payload, "none", session)
     return pack(header, payload)
 
 
-def decode_global(raw: bytes, schema: Schema, max_payload_bytes: int) -> tuple[int, np.ndarray]:
-    """(round, flat vector) of a global-model message that matches ``schema``."""
+class GlobalModel(NamedTuple):
+    """A decoded global-model message: its round, the flat weights, the run's session."""
+
+    round: int
+    vector: np.ndarray
+    session: str
+
+
+def decode_global(raw: bytes, schema: Schema, max_payload_bytes: int) -> GlobalModel:
+    """The round, flat vector and session of a global-model message that matches ``schema``.
+
+    Raises
+    ------
+    WireError
+        The message does not parse, is not a global model of ``schema``, or its payload
+        does not match its hash.
+    """
     header, payload = unpack(raw, max_payload_bytes)
     if header.kind != "global" or header.schema != schema:
         raise WireError("malformed", "not a global model of the expected schema")
     if hashlib.sha256(payload).hexdigest() != header.payload_sha256:
         raise WireError("malformed", "global model payload does not match its hash")
-    return header.round, from_payload(payload)
+    return GlobalModel(header.round, from_payload(payload), header.session)

@@ -106,6 +106,10 @@ class NewEvent:
 
 @dataclass(frozen=True)
 class EventRecord:
+    """One stored event as the store's queries return it: the :class:`NewEvent` fields plus
+    its row ``id``, ``run_id`` and ``job``.
+    """
+
     id: int
     ts: float
     run_id: str
@@ -119,6 +123,10 @@ class EventRecord:
 
 @dataclass(frozen=True)
 class AlertRecord:
+    """One row of the alerts table: an alert of ``rule`` for ``labels`` in one run, ``state``
+    "firing" until ``resolved_at`` is set and it becomes "resolved".
+    """
+
     id: int
     run_id: str
     job: str

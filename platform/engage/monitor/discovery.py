@@ -13,10 +13,12 @@ from pathlib import Path
 
 
 def targets_dir(home: Path) -> Path:
+    """The folder of discovery files under the engage home (``<home>/prometheus/targets``)."""
     return home / "prometheus" / "targets"
 
 
 def target_file(home: Path, job: str, run_id: str) -> Path:
+    """The discovery file of one run of ``job``."""
     return targets_dir(home) / f"{job}-{run_id}.json"
 
 
@@ -34,6 +36,7 @@ def register_target(
 
 
 def unregister_target(home: Path, job: str, run_id: str) -> None:
+    """Remove the run's discovery file, so Prometheus stops scraping it; no error if it is gone."""
     target_file(home, job, run_id).unlink(missing_ok=True)
 
 

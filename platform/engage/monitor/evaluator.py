@@ -38,10 +38,12 @@ class AlertTransition:
 
     @property
     def summary(self) -> str:
+        """The rule's summary template filled in with this alert's labels and value."""
         return self.rule.render(self.rule.summary, self.labels, self.value)
 
     @property
     def description(self) -> str:
+        """The rule's description template filled in with this alert's labels and value."""
         return self.rule.render(self.rule.description, self.labels, self.value)
 
 
@@ -53,6 +55,7 @@ class _Active:
 
     @property
     def firing(self) -> bool:
+        """Whether the alert has fired (its condition held for the rule's ``for_seconds``)."""
         return self.fired_at is not None
 
 

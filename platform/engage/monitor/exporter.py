@@ -17,15 +17,19 @@ from engage.monitor.metrics import JobMetrics
 
 @dataclass(frozen=True)
 class Endpoint:
+    """Where a job's metrics are served: the bound host and the actual port."""
+
     host: str
     port: int
 
     @property
     def address(self) -> str:
+        """``host:port``, as Prometheus discovery lists it."""
         return f"{self.host}:{self.port}"
 
     @property
     def url(self) -> str:
+        """The full URL of the ``/metrics`` page."""
         return f"http://{self.address}/metrics"
 
 
@@ -51,6 +55,13 @@ class MonitorSink:
         self.endpoint: Endpoint | None = None
 
     def start(self) -> Endpoint:
+        """Serve the metrics over HTTP and write the job's discovery file.
+
+        Raises
+        ------
+        EngageError
+            If the host and port cannot be bound (for example a port already in use).
+        """
         try:
             self._server, self._thread = start_http_server(
                 self._port, addr=self._host, registry=self.registry
@@ -65,9 +76,11 @@ class MonitorSink:
         return self.endpoint
 
     def emit(self, events: Sequence[Event]) -> None:
+        """Update the job's metrics from ``events``."""
         self.metrics.observe(events)
 
     def stop(self) -> None:
+        """Remove the discovery file and shut the HTTP server down; safe to call twice."""
         unregister_target(self.home, self.job, self.run_id)
         if self._server is not None:
             self._server.shutdown()

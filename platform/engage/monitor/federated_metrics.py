@@ -55,6 +55,9 @@ class FederatedMetrics:
         self._lock = threading.Lock()
 
     def emit(self, events: Sequence[Event]) -> None:
+        """Update the federated gauges and counters from ``events``: client scores, rounds, the
+        global model's validation metrics, rejected updates and quarantines; others are ignored.
+        """
         with self._lock:
             for e in events:
                 self._one(e)

@@ -44,9 +44,17 @@ class JobMonitor:
 
     @property
     def metrics(self):
+        """The job's :class:`~engage.monitor.metrics.JobMetrics`."""
         return self.sink.metrics
 
     def start(self) -> str:
+        """Serve the metrics, evaluate once, start the background tick; returns the metrics URL.
+
+        Raises
+        ------
+        EngageError
+            If the metrics endpoint cannot be bound.
+        """
         self.url = self.sink.start().url
         self._tick()
         self._thread = threading.Thread(target=self._loop, name="engage-monitor", daemon=True)
@@ -54,9 +62,11 @@ class JobMonitor:
         return self.url
 
     def stage(self, name: str, detail: str = "") -> None:
+        """Show the pipeline stage ``name`` in the job's metrics (``detail`` is not recorded)."""
         self.sink.metrics.set_stage(name)
 
     def emit(self, events: Sequence[Event]) -> None:
+        """Update the job's metrics from ``events`` (the EventSink side of the monitor)."""
         self.sink.emit(events)
 
     def _loop(self) -> None:
@@ -82,6 +92,7 @@ class JobMonitor:
         return events
 
     def stop(self) -> None:
+        """Stop the background tick (waiting up to 10 s for it) and the metrics endpoint."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)

@@ -38,6 +38,9 @@ class Target:
 
 @dataclass(frozen=True)
 class Scrape:
+    """One GET of a target's ``/metrics``: the exposition ``text`` if it answered, else
+    ``error``."""
+
     target: Target
     at: float
     text: str | None = None  # the exposition text when the endpoint answered
@@ -45,6 +48,7 @@ class Scrape:
 
     @property
     def ok(self) -> bool:
+        """Whether the endpoint answered with exposition text."""
         return self.text is not None
 
 
@@ -71,6 +75,10 @@ class JobView:
 
 @dataclass(frozen=True)
 class LiveView:
+    """What the live view shows at ``taken_at``: a row per job, the open alerts, the store's
+    display URL and notes on what could not be read (an unavailable store).
+    """
+
     jobs: list[JobView]
     alerts: list[AlertRecord]
     taken_at: float
@@ -79,6 +87,7 @@ class LiveView:
 
 
 def discovered_targets(home: Path) -> list[Target]:
+    """Every job endpoint advertised by a discovery file under ``home``."""
     return [
         Target(t.get("job", "?"), t.get("run_id", "?"), f"http://{t['address']}/metrics")
         for t in list_targets(home)
@@ -100,6 +109,7 @@ def scrape(target: Target, timeout_s: float = SCRAPE_TIMEOUT_S) -> Scrape:
 
 
 def scrape_all(targets: Sequence[Target], timeout_s: float = SCRAPE_TIMEOUT_S) -> list[Scrape]:
+    """Scrape ``targets`` in parallel (at most 8 at a time); failures are Scrapes with an error."""
     if not targets:
         return []
     with ThreadPoolExecutor(max_workers=min(8, len(targets))) as pool:
@@ -119,6 +129,7 @@ def job_view(target: Target, samples: Samples, now: float, state: str = "running
     """The key metrics of one job from its parsed exposition."""
 
     def one(name: str, **match: str) -> float | None:
+        """The first value of sample ``name`` whose labels include ``match``; None if none does."""
         for labels, value in samples.get(name, []):
             if all(labels.get(k) == v for k, v in match.items()):
                 return value

@@ -139,6 +139,9 @@ class JobMetrics:
 
     # -- from events --------------------------------------------------------------------------
     def observe(self, events: Sequence[Event]) -> None:
+        """Update the metrics from ``events`` (metric and lifecycle events; others are ignored),
+        then recompute the data-stall ratio over its window.
+        """
         with self._lock:
             for event in events:
                 if event.kind == "metric" and event.value is not None:
@@ -228,6 +231,7 @@ class JobMetrics:
 
     # -- set directly by the job ---------------------------------------------------------------
     def set_stage(self, stage: str) -> None:
+        """Mark ``stage`` as the job's current pipeline stage."""
         self.observe([Event("lifecycle", "stage", data={"stage": stage})])
 
     def snapshot(self) -> dict[str, float]:
@@ -246,6 +250,7 @@ class JobMetrics:
             self.stall_threshold.labels(**self.labels).set(seconds)
 
     def set_spool(self, depth: int, lag_seconds: float) -> None:
+        """Export the tracking spool's depth (pending operations) and lag in seconds."""
         with self._lock:
             self.spool_depth.labels(**self.labels).set(depth)
             self.spool_lag.labels(**self.labels).set(lag_seconds)
@@ -253,6 +258,7 @@ class JobMetrics:
 
 def _set(gauge_name: str):
     def handler(m: JobMetrics, labels: dict, value: float, at: float) -> None:
+        """Set gauge ``gauge_name`` for the worker's ``labels`` to ``value``."""
         getattr(m, gauge_name).labels(**labels).set(value)
 
     return handler

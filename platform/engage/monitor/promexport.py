@@ -56,6 +56,13 @@ def _duration(seconds: float) -> str:
 
 
 def rule_entry(rule: AlertRule) -> dict:
+    """One alert rule as a Prometheus rule-file entry (``for`` as whole minutes or seconds).
+
+    Raises
+    ------
+    ValueError
+        If the rule's ``for_seconds`` is not a whole number of seconds.
+    """
     return {
         "alert": rule.name,
         "expr": rule.expr,
@@ -111,7 +118,13 @@ def _test_entry(scenario: Scenario) -> dict:
 
 
 def render_tests(rule_file: str = "rules.yml", scenarios: Sequence[Scenario] = SCENARIOS) -> str:
-    """The ``promtool test rules`` file; ``rule_file`` is relative to where it is written."""
+    """The ``promtool test rules`` file; ``rule_file`` is relative to where it is written.
+
+    Raises
+    ------
+    ValueError
+        If the scenarios do not all use the same evaluation interval.
+    """
     intervals = {s.interval_s for s in scenarios}
     if len(intervals) != 1:
         raise ValueError("every scenario must use one evaluation interval")
@@ -140,6 +153,9 @@ def write(output: Path | None, tests: Path | None) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Command line ``python -m engage.monitor.promexport``: write the rule file and its
+    promtool tests (``--output``, ``--tests``) and print each path written.
+    """
     parser = argparse.ArgumentParser(prog="python -m engage.monitor.promexport")
     parser.add_argument("--output", type=Path, default=RULES_FILE)
     parser.add_argument("--tests", type=Path, default=TESTS_FILE)

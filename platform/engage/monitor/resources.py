@@ -21,6 +21,9 @@ class ResourceSampler:
         self._last = 0.0
 
     def maybe_report(self, reporter: Any, step: int) -> None:
+        """Report :meth:`sample` through ``reporter`` at ``step`` unless the last report is under
+        ``every_s`` seconds old.
+        """
         now = time.monotonic()
         if now - self._last < self._every:
             return
@@ -28,6 +31,9 @@ class ResourceSampler:
         reporter.metrics(self.sample(), step=step)
 
     def sample(self) -> dict[str, float]:
+        """The process's CPU seconds (user + system) and resident memory; on a CUDA device also
+        the device's used memory (all processes) and, where NVML is present, its utilisation.
+        """
         cpu = self._process.cpu_times()
         out = {
             "worker_cpu_seconds": cpu.user + cpu.system,

@@ -27,6 +27,8 @@ NAN = math.nan
 
 @dataclass(frozen=True)
 class Series:
+    """One input series: a metric name, its labels and one value per interval (None: no sample)."""
+
     name: str
     labels: Mapping[str, str]
     values: tuple[float | None, ...]
@@ -34,6 +36,8 @@ class Series:
 
 @dataclass(frozen=True)
 class Expect:
+    """The alerts of ``rule`` expected to be firing ``at`` seconds from the start (none: silent)."""
+
     at: float  # seconds from the start
     rule: str
     alerts: tuple[tuple[Labels, float], ...] = ()  # (labels, value) of every firing alert
@@ -41,6 +45,8 @@ class Expect:
 
 @dataclass(frozen=True)
 class Scenario:
+    """A named alert scenario: input series, the expected alerts and the evaluation interval."""
+
     name: str
     series: tuple[Series, ...]
     expect: tuple[Expect, ...]

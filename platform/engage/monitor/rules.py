@@ -79,10 +79,17 @@ class AlertRule:
     params: Mapping[str, float] = field(default_factory=dict)
 
     def render(self, template: str, labels: Labels, value: float) -> str:
-        """The template filled in as Prometheus fills it in."""
+        """The template filled in as Prometheus fills it in.
+
+        Raises
+        ------
+        ValueError
+            If the template has a part other than a label or a ``printf`` of the value.
+        """
         have = dict(labels)
 
         def fill(match: re.Match) -> str:
+            """One ``{{ ... }}`` part filled in: a label's value, or the value as Go prints it."""
             part = match.group(1)
             if part.startswith("$labels."):
                 return have.get(part.removeprefix("$labels."), "")
@@ -461,7 +468,13 @@ _BY_NAME = {rule.name: rule for rule in RULES}
 
 
 def get_rule(name: str) -> AlertRule:
-    """The rule called ``name``; an unknown name lists the valid ones."""
+    """The rule called ``name``.
+
+    Raises
+    ------
+    EngageError
+        If no rule has that name; the hint lists the valid ones.
+    """
     try:
         return _BY_NAME[name]
     except KeyError:
@@ -470,6 +483,7 @@ def get_rule(name: str) -> AlertRule:
 
 
 def rule_names() -> list[str]:
+    """The names of every alert rule, in the order :data:`RULES` defines them."""
     return list(_BY_NAME)
 
 

@@ -34,6 +34,7 @@ RETENTION_S = 900.0  # the longest rule window (10 min) plus room
 
 
 def labels_of(mapping: Mapping[str, str]) -> Labels:
+    """A label mapping as :data:`Labels`: sorted ``(name, value)`` pairs, usable as a key."""
     return tuple(sorted(mapping.items()))
 
 
@@ -57,6 +58,10 @@ class SeriesBuffer:
 
     # -- writing -------------------------------------------------------------------------------
     def add(self, name: str, labels: Mapping[str, str], t: float, value: float) -> None:
+        """Append one sample of series ``name{labels}`` at time ``t`` and drop samples older than
+        the retention. A name the buffer does not keep, or a sample older than the series'
+        latest, is ignored.
+        """
         if self.names is not None and name not in self.names:
             return
         points = self._series.setdefault(name, {}).setdefault(labels_of(labels), deque())
@@ -110,6 +115,7 @@ class SeriesBuffer:
 # -- PromQL functions ----------------------------------------------------------------------------
 def _nan_skipping(pick: Callable[[float, float], float]) -> Callable[[Iterable[float]], float]:
     def reduce(values: Iterable[float]) -> float:
+        """The ``pick`` of ``values``, skipping NaN; NaN if every value is NaN or there are none."""
         out = math.nan
         for v in values:
             out = v if math.isnan(out) else (out if math.isnan(v) else pick(out, v))
@@ -135,10 +141,12 @@ def aggregate(
 
 
 def max_by(vector: Vector, by: tuple[str, ...] = JOB_LABELS) -> Vector:
+    """``max by (by) (vector)``, NaN values skipped."""
     return aggregate(vector, nan_max, by)
 
 
 def count_by(vector: Vector, by: tuple[str, ...] = JOB_LABELS) -> Vector:
+    """``count by (by) (vector)``: how many series fall in each group."""
     return aggregate(vector, lambda values: float(len(values)), by)
 
 
@@ -153,10 +161,12 @@ def over_time(ranges: Mapping[Labels, Points], fn: Callable[[Points], float | No
 
 
 def min_over_time(points: Points) -> float:
+    """``min_over_time`` of one series' points, NaN values skipped."""
     return nan_min(v for _, v in points)
 
 
 def max_over_time(points: Points) -> float:
+    """``max_over_time`` of one series' points, NaN values skipped."""
     return nan_max(v for _, v in points)
 
 

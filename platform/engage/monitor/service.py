@@ -50,10 +50,14 @@ class AlertRulesHook:
         self.evaluator = AlertEvaluator(RULES, SeriesBuffer(names=series_names()))
 
     def on_scrape(self, scrape: Scrape) -> None:
+        """Add an answered scrape's samples to the rules' series buffer."""
         if scrape.text is not None:
             self.evaluator.buffer.sample_text(scrape.text, scrape.at)
 
     def after_cycle(self, now: float) -> list[Event]:
+        """Evaluate every rule and return an ``alert`` lifecycle event for each alert that began
+        firing or resolved, labelled with its job and run.
+        """
         out = []
         for t in self.evaluator.evaluate(now):
             if t.state not in ("firing", "resolved"):
@@ -84,6 +88,9 @@ def default_hooks() -> list[ScrapeHook]:
 
 
 def is_loopback(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback IP address (a host name other than
+    ``localhost`` is not resolved and counts as not loopback).
+    """
     if host == "localhost":
         return True
     try:
@@ -221,7 +228,13 @@ class MonitorService:
 
     # -- serving -----------------------------------------------------------------------------
     def serve(self, host: str = "127.0.0.1", port: int = 9470) -> Endpoint:
-        """Serve /metrics; binds loopback unless the caller passed another host on purpose."""
+        """Serve /metrics; binds loopback unless the caller passed another host on purpose.
+
+        Raises
+        ------
+        EngageError
+            If ``host:port`` cannot be bound (for example a port already in use).
+        """
         try:
             self._server, _ = start_http_server(port, addr=host, registry=self.registry)
         except OSError as exc:
@@ -242,6 +255,7 @@ class MonitorService:
             stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
 
     def close(self) -> None:
+        """Shut down the service's own metrics endpoint, if it was started; safe to call twice."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -107,6 +107,7 @@ class ServingMetrics:
         )
 
     def observe(self, events: Sequence[Event]) -> None:
+        """Update the serving metrics from the metric events in ``events``; others are ignored."""
         with self._lock:
             for e in events:
                 if e.kind == "metric" and e.value is not None:

@@ -58,6 +58,12 @@ class EventStore:
     ----------
     url
         A SQLAlchemy URL (``sqlite:///...``, ``postgresql+psycopg2://...``).
+
+    Raises
+    ------
+    EngageError
+        From the constructor and from every read or write the database refuses, with the
+        URL (password hidden) and the database's reason.
     """
 
     def __init__(self, url: str) -> None:
@@ -75,6 +81,7 @@ class EventStore:
 
     @property
     def display_url(self) -> str:
+        """The store's URL with any password hidden, for messages and displays."""
         return make_url(self.url).render_as_string(hide_password=True)
 
     def exists(self) -> bool:
@@ -83,6 +90,7 @@ class EventStore:
         return not self.url.startswith("sqlite") or bool(database and Path(database).exists())
 
     def close(self) -> None:
+        """Close the store's database connections."""
         self._engine.dispose()
 
     # -- writes ------------------------------------------------------------------------------
@@ -112,7 +120,15 @@ class EventStore:
                 conn.execute(insert(jobs).values(run_id=run_id, **row))
 
     def job_ended(self, run_id: str, state: str, at: float | None = None) -> None:
-        """Mark a job finished, failed or killed; its alerts still open are resolved."""
+        """Mark a job finished, failed or killed; its alerts still open are resolved.
+
+        Raises
+        ------
+        ValueError
+            If ``state`` is not one of :data:`TERMINAL_STATES`.
+        EngageError
+            If the store refuses the write.
+        """
         if state not in TERMINAL_STATES:
             raise ValueError(f"state must be one of {TERMINAL_STATES}, not {state!r}")
         at = at or time.time()
@@ -168,10 +184,25 @@ class EventStore:
         return [_job(row) for row in self._rows(query)]
 
     def jobs(self, limit: int = 50) -> list[JobRecord]:
+        """The newest ``limit`` jobs in any state, newest first (running ones whose process is gone
+        read as "lost").
+
+        Raises
+        ------
+        EngageError
+            If the store cannot be read.
+        """
         query = select(jobs).order_by(jobs.c.started_at.desc()).limit(limit)
         return [_job(row) for row in self._rows(query)]
 
     def job(self, run_id: str) -> JobRecord | None:
+        """The job of run ``run_id``, or None if the store has none.
+
+        Raises
+        ------
+        EngageError
+            If the store cannot be read.
+        """
         rows = self._rows(select(jobs).where(jobs.c.run_id == run_id))
         return _job(rows[0]) if rows else None
 
@@ -199,9 +230,23 @@ class EventStore:
         return [EventRecord(**row._mapping) for row in reversed(self._rows(query))]
 
     def open_alerts(self, run_id: str | None = None) -> list[AlertRecord]:
+        """Every firing alert (of run ``run_id`` if given), newest first.
+
+        Raises
+        ------
+        EngageError
+            If the store cannot be read.
+        """
         return self._alerts(run_id, only_open=True, limit=None)
 
     def alerts(self, run_id: str | None = None, limit: int = 100) -> list[AlertRecord]:
+        """The newest ``limit`` alerts, firing or resolved, of ``run_id`` if given; newest first.
+
+        Raises
+        ------
+        EngageError
+            If the store cannot be read.
+        """
         return self._alerts(run_id, only_open=False, limit=limit)
 
     def _alerts(self, run_id: str | None, only_open: bool, limit: int | None) -> list[AlertRecord]:

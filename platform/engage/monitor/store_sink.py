@@ -43,6 +43,7 @@ class StoreSink:
         self._recent: dict[tuple[str, str, str], float] = {}
 
     def start(self, metrics_url: str | None = None) -> None:
+        """Record the job as running, with the URL of its metrics endpoint if it has one."""
         self._safely(lambda: self.store.job_started(self.run_id, self.job, metrics_url))
 
     def finish(self, state: str) -> None:
@@ -50,9 +51,16 @@ class StoreSink:
         self._safely(lambda: self.store.job_ended(self.run_id, state.lower()))
 
     def stage(self, name: str, detail: str = "") -> None:
+        """Record that the job entered pipeline stage ``name`` (with an optional ``detail``)."""
         self.emit([Event("lifecycle", "stage", data={"stage": name, "detail": detail})])
 
     def emit(self, events: Sequence[Event]) -> None:
+        """Store the lifecycle events among ``events`` and note the job's latest stage and epoch.
+
+        A repeat of the same event within 30 s is dropped (a retrying drainer), except alerts
+        and stages; of the workers' ``train_start`` only rank 0's is kept. Store errors are
+        counted and the first is passed to ``warn``, never raised.
+        """
         now = time.time()
         rows = [self._row(e) for e in events if e.kind == "lifecycle" and self._fresh(e, now)]
         epoch = self._last_epoch(events)

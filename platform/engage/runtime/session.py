@@ -57,7 +57,8 @@ def _check_reachable(address: str) -> None:
         ) from None
 
 
-def _auth_hint() -> str:
+def auth_hint() -> str:
+    """What to check when joining a Ray cluster failed: its token auth, then its health."""
     if os.environ.get("RAY_AUTH_MODE") != "token":
         return (
             "Ray 2.60 clusters use token authentication: export RAY_AUTH_MODE=token and the "
@@ -95,7 +96,7 @@ def ray_session(
         )
     except (ConnectionError, TimeoutError, RuntimeError) as exc:
         raise ClusterError(
-            f"could not join the Ray cluster at {address}: {exc}", hint=_auth_hint()
+            f"could not join the Ray cluster at {address}: {exc}", hint=auth_hint()
         ) from None
     try:
         url = getattr(ctx, "dashboard_url", None)

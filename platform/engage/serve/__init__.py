@@ -6,7 +6,7 @@ bearer token off loopback, batched, reported through the one report path, and sa
 the drift detectors. Importing this package starts nothing and does not import Ray.
 """
 
-from engage.serve.auth import token_digest
+from engage.serve.auth import Listener, auth_headers, token_digest
 from engage.serve.controller import AppStatus, DeployOptions, DeployResult
 from engage.serve.controller import deploy as deploy_model
 from engage.serve.sampling import (
@@ -25,11 +25,13 @@ __all__ = [
     "DeployOptions",
     "DeployResult",
     "InputSpec",
+    "Listener",
     "RequestError",
     "Sample",
     "SampleConsumer",
     "Sampler",
     "SqliteSampleStore",
+    "auth_headers",
     "deploy_model",
     "parse_predict",
     "read_samples",

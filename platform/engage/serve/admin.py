@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import urllib.request
 from pathlib import Path
 
 from engage.errors import EngageError
+from engage.serve.auth import auth_headers
 from engage.serve.controller import AppStatus, _read_state, known_apps
 
 
@@ -59,10 +59,7 @@ def status(home: Path, address: str | None = None) -> list[AppStatus]:
 
 
 def _health(url: str, token_env: str | None) -> str:
-    request = urllib.request.Request(f"{url}/health")
-    token = os.environ.get(token_env) if token_env else None
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+    request = urllib.request.Request(f"{url}/health", headers=auth_headers(token_env))
     try:
         with urllib.request.urlopen(request, timeout=3) as answer:
             return json.loads(answer.read()).get("status", "ok")

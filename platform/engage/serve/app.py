@@ -17,8 +17,8 @@ The routed versions live in the replica: a rollout or a canary change loads the 
 version next to the served one (``engage.serve.routes``), swaps in one assignment and
 acknowledges; no replica restarts and no request fails.
 
-``build_app`` is the declarative entry point (``import_path: engage.serve.app:build_app``
-in a Serve config or a KubeRay RayService): it builds the same deployment from ``args``.
+``engage.serve.build`` binds this deployment, for ``engage deploy`` and for a declarative
+Serve config (``import_path: engage.serve.build:build_app``).
 """
 
 from __future__ import annotations
@@ -379,30 +379,3 @@ class Ingress:
             self._stop.set()
         if hasattr(self, "hooks"):
             self.hooks.close()
-
-
-def build_app(args: dict[str, Any]) -> serve.Application:
-    """Serve's application builder: the app ``engage deploy`` runs, from ``args``.
-
-    ``args`` (a Serve config's ``args``, e.g. in deploy/kuberay/rayservice.yaml):
-
-    - ``model``: ``NAME@alias``, ``NAME/version`` or ``NAME`` (then ``alias``, default
-      ``candidate``), resolved once, here, so every replica serves the same version;
-    - ``tracking_uri``, or ``tracking_uri_env`` naming the variable that holds it
-      (default ``MLFLOW_TRACKING_URI``);
-    - ``token_env`` (default ``ENGAGE_SERVE_TOKEN``): the bearer token's variable, required
-      unless ``host`` is loopback; ``host`` (default ``0.0.0.0``) is where the config's
-      ``http_options`` bind;
-    - ``home`` (default ``ENGAGE_HOME`` or ``./.engage``): the replicas' model cache and
-      samples; ``app`` (default the model's name);
-    - any other field of a spec's ``deploy`` section: ``replicas``, ``autoscaling``,
-      ``cpus_per_replica``, ``max_batch_size``, ``batch_wait_timeout_s``,
-      ``max_body_bytes``, ``nan_policy``, ``canary``, ``sampling``, ``drift``.
-
-    The routes are fixed in the built app (no route-table actor, no MLflow monitoring run;
-    the replicas' Prometheus metrics and drift samples work as with ``engage deploy``): a
-    promotion is a new config, which Serve rolls out replica by replica.
-    """
-    from engage.serve.controller import BuildArgs, build_ingress
-
-    return build_ingress(BuildArgs.model_validate(args))

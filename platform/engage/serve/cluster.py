@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -71,8 +72,19 @@ def is_alive(cluster: ManagedCluster) -> bool:
         return False
 
 
-def ensure_cluster(home: Path, num_cpus: float | None = None) -> tuple[ManagedCluster, bool]:
-    """The engage-managed head of ``home`` (reused when alive); returns (cluster, started)."""
+def ensure_cluster(
+    home: Path, num_cpus: float | None = None, secret_vars: Sequence[str] = ()
+) -> tuple[ManagedCluster, bool]:
+    """The engage-managed head of ``home`` (reused when alive); returns (cluster, started).
+
+    The head is a single-node cluster on loopback (see :func:`head_environment`); none of
+    its processes gets the serving token or any variable named in ``secret_vars``.
+
+    Raises
+    ------
+    ClusterError
+        When ``ray start`` fails (its log is named).
+    """
     found = read_cluster(home)
     if found is not None and is_alive(found):
         return found, False
@@ -91,28 +103,62 @@ def ensure_cluster(home: Path, num_cpus: float | None = None) -> tuple[ManagedCl
         f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}", str(temp), str(token), cpus, (),
         "haproxy" if ingress_env else "serve-proxy",
     )  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | cluster.env()
-    env |= _SERVE_ENV | ingress_env
-    args = [
-        str(Path(sys.executable).with_name("ray")), "start", "--head", "--disable-usage-stats",
-        f"--port={port}", f"--num-cpus={cpus:g}", f"--temp-dir={temp}",
-        "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
-        f"--dashboard-port={dashboard}", f"--ray-client-server-port={free_port()}",
-        f"--dashboard-agent-listen-port={free_port()}",
-    ]  # fmt: skip
+    env = head_environment(cluster, ingress_env, os.environ, secret_vars)
     log = folder / "ray-start.log"
     with log.open("w") as out:
         done = subprocess.run(
-            args, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=_START_TIMEOUT_S
+            head_command(cluster, port, dashboard),
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=_START_TIMEOUT_S,
         )
     if done.returncode != 0:
         raise ClusterError(
             f"could not start a local Ray head for serving (exit {done.returncode})",
             hint=f"see {log}",
         )
-    cluster = ManagedCluster(**{**asdict(cluster), "pids": tuple(_pids(temp))})
+    cluster = ManagedCluster(**{**asdict(cluster), "pids": tuple(_pids(temp, str(port)))})
     state_file(home).write_text(json.dumps(asdict(cluster), indent=2))
     return cluster, True
+
+
+def head_command(cluster: ManagedCluster, port: int, dashboard: int) -> list[str]:
+    """``ray start --head`` for the managed head: every listener Ray lets us bind on loopback."""
+    return [
+        str(Path(sys.executable).with_name("ray")), "start", "--head", "--disable-usage-stats",
+        f"--port={port}", f"--num-cpus={cluster.num_cpus:g}", f"--temp-dir={cluster.temp_dir}",
+        "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard}", f"--ray-client-server-port={free_port()}",
+        f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
+    ]  # fmt: skip
+
+
+# Serving tokens that never reach the head's processes: the replicas get only the digest.
+SERVING_SECRETS = ("ENGAGE_SERVE_TOKEN",)
+
+# Ray 2.60's `ray start` turns --node-ip-address=127.0.0.1 into the machine's reachable IP
+# (services.resolve_ip_for_localhost) unless multi-node clusters are off: then the node IP
+# is loopback, and the client server, the agents and the metrics export bind 127.0.0.1.
+# The managed head is one node by design (`--address` serves on a cluster of your own).
+_LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+def head_environment(
+    cluster: ManagedCluster,
+    ingress_env: dict[str, str],
+    environ: Mapping[str, str],
+    secret_vars: Sequence[str] = (),
+) -> dict[str, str]:
+    """The environment ``ray start`` (and so every process of the head) gets.
+
+    The caller's environment without ``RAY_ADDRESS``, without the serving token(s)
+    (``SERVING_SECRETS`` and ``secret_vars``) and without a ``RAY_AUTH_TOKEN`` of another
+    cluster: the head's own Ray token is passed by its 0600 file (``RAY_AUTH_TOKEN_PATH``).
+    """
+    dropped = {"RAY_ADDRESS", "RAY_AUTH_TOKEN", *SERVING_SECRETS, *secret_vars}
+    env = {k: v for k, v in environ.items() if k not in dropped}
+    return env | cluster.env() | _SERVE_ENV | _LOOPBACK_ENV | ingress_env
 
 
 # Serve settings of the managed head (it runs engage's apps and nothing else): a replica
@@ -166,15 +212,28 @@ def _haproxy_env(folder: Path, temp: Path) -> dict[str, str]:
     }
 
 
-def _pids(temp: Path) -> list[int]:
+def _pids(temp: Path, gcs_port: str | None = None) -> list[int]:
+    """Processes of the head: those naming its temp dir, and its Ray client server.
+
+    ``ray start`` launches the client server with neither the temp dir on its command line
+    nor the head as its parent (``ray start`` has exited), so it is found by the GCS port
+    it serves (``--address=HOST:PORT``), which no other live cluster shares.
+    """
     import psutil
 
     out = []
     for p in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
-            if any(str(temp) in part for part in p.info["cmdline"] or ()):
+            cmdline = p.info["cmdline"] or ()
+            if any(str(temp) in part for part in cmdline) or _is_client_server(cmdline, gcs_port):
                 out.append(p.pid)
     return out
+
+
+def _is_client_server(cmdline: Sequence[str], gcs_port: str | None) -> bool:
+    if gcs_port is None or "ray.util.client.server" not in cmdline:
+        return False
+    return any(a.startswith("--address=") and a.endswith(f":{gcs_port}") for a in cmdline)
 
 
 def stop_managed(home: Path, grace_s: float = 10.0) -> list[int]:
@@ -186,10 +245,13 @@ def stop_managed(home: Path, grace_s: float = 10.0) -> list[int]:
         return []
     temp = Path(cluster.temp_dir)
     procs = []
-    for pid in {*cluster.pids, *_pids(temp)}:
+    gcs_port = cluster.address.rpartition(":")[2]
+    for pid in {*cluster.pids, *_pids(temp, gcs_port)}:
         with contextlib.suppress(psutil.Error):
             p = psutil.Process(pid)
-            if any(str(temp) in part for part in p.cmdline()):  # never someone else's pid
+            cmdline = p.cmdline()
+            # Never someone else's pid (a recorded one may have been reused since).
+            if any(str(temp) in part for part in cmdline) or _is_client_server(cmdline, gcs_port):
                 # Ray renames its agents (ray::DashboardAgent...), so their command lines no
                 # longer name the temp dir: take the head's descendants along with it.
                 procs += [p, *p.children(recursive=True)]
@@ -202,7 +264,7 @@ def stop_managed(home: Path, grace_s: float = 10.0) -> list[int]:
             p.kill()
     _, alive = psutil.wait_procs(alive, timeout=5)
     # Workers Ray forks later name the temp dir too; catch any the list missed.
-    late = [psutil.Process(pid) for pid in _pids(temp)]
+    late = [psutil.Process(pid) for pid in _pids(temp, gcs_port)]
     for p in late:
         with contextlib.suppress(psutil.Error):
             p.kill()
@@ -224,10 +286,10 @@ def connect(address: str | None, home: Path, env: dict[str, str] | None = None) 
             log_to_driver=False, configure_logging=True,
         )  # fmt: skip
     except (ConnectionError, TimeoutError, RuntimeError) as exc:
-        from engage.runtime.session import _auth_hint
+        from engage.runtime.session import auth_hint
 
         raise ClusterError(
-            f"could not join the Ray cluster at {address}: {exc}", hint=_auth_hint()
+            f"could not join the Ray cluster at {address}: {exc}", hint=auth_hint()
         ) from None
     import logging
 

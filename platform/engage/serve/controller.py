@@ -8,22 +8,20 @@ settings change), and waits until every replica answers by the new table: each l
 new version next to the old one and swaps in one assignment. So a promotion swaps the
 served version with no failed request and no replica restart.
 
-``build_ingress`` builds the same deployment for a declarative Serve config
-(``engage.serve.app:build_app``), with the routes fixed in it.
+``engage.serve.build`` builds the deployment, here and for a declarative Serve config
+(``engage.serve.build:build_app``, the routes fixed in it).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
 from engage.errors import ClusterError, EngageError
+from engage.serve.auth import Listener
 from engage.spec.models import DeploySpec
 
 _ACK_TIMEOUT_S = 180.0  # every replica loads the new version (download + load) meanwhile
@@ -53,6 +51,8 @@ class DeployResult:
     started_cluster: bool
     run_id: str | None
     seconds: float
+    listener: str = ""  # host:port Serve's HTTP entry really listens on
+    token_env: str | None = None  # the variable holding the bearer token; None: no auth
 
 
 @dataclass(frozen=True)
@@ -69,13 +69,14 @@ class AppStatus:
 
 def deploy(options: DeployOptions) -> DeployResult:
     """Serve ``options.model``; a second deploy of the same app swaps or splits versions."""
-    from engage.serve import auth
+    from engage.serve import auth, build
+    from engage.tracking import mask_uri
     from engage.tracking.catalog import ModelRef
     from engage.tracking.store import open_client, resolve_tracking_uri
 
     started = time.perf_counter()
     spec, home = options.spec, options.home
-    digest = auth.token_digest(spec.host, spec.token_env)  # refuse before any work
+    auth.token_digest(spec.host, spec.token_env)  # what was asked: refuse before any work
     ref = ModelRef.parse(options.model)
     uri = resolve_tracking_uri(None, options.tracking_uri, home)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
@@ -85,8 +86,8 @@ def deploy(options: DeployOptions) -> DeployResult:
             f"no MLflow store at {uri}",
             hint="register a model first (`engage run`), or pass --tracking-uri / --home",
         )
-    primary, canary = _resolve(open_client(uri), ref, spec)
-    app = spec.app or _app_name(ref.name)
+    primary, canary = build.resolve_versions(open_client(uri), ref, spec)
+    app = spec.app or build.app_name(ref.name)
     cluster_name, started_cluster = _connect(options)
     running = _running_apps()
     was_running = app in running and running[app].status == "RUNNING"
@@ -97,22 +98,29 @@ def deploy(options: DeployOptions) -> DeployResult:
 
     logging.getLogger("ray.serve").setLevel(logging.WARNING)  # per-call "connecting" chatter
     serve.start(http_options={"host": spec.host, "port": spec.port})
+    # Serve keeps the listener of its first start: auth is decided by it, not by the spec.
+    listener = serve_listener()
+    digest = auth.listener_digest(listener, spec.host, spec.token_env)
     state = _read_state(home, app)
     run_local, run_id = _monitoring_run(home, uri, app, primary, state)
-    routes = _routes(spec, primary, canary)
+    routes = build.routes_for(spec, primary, canary)
     generation = _set_routes(app, routes)
-    settings = _ingress_settings(app, spec, digest, home, run_local, run_id, uri, options.hooks)
+    settings = build.ingress_settings(
+        app, spec, digest, home, run_local, run_id, uri, options.hooks
+    )
     fingerprint = _ensure_ingress(app, spec, settings, state, was_running)
     _wait_for_acks(app, generation)
     served = {r.target.version: r.weight for r in routes}
     replaced = [v for v in state.get("versions", {}) if was_running and v not in served]
-    url = f"http://{spec.host}:{spec.port}{spec.route_prefix.rstrip('/')}"
+    url = listener.url(spec.route_prefix)
+    token_env = spec.token_env if digest else None
     _write_state(
         home, app,
         {
             "app": app, "model": ref.name, "url": url, "route_prefix": spec.route_prefix,
-            "token_env": spec.token_env if digest else None, "run_local_id": run_local,
-            "run_id": run_id, "tracking_uri": uri, "settings": fingerprint,
+            "listener": listener.address, "auth": digest is not None,
+            "token_env": token_env, "run_local_id": run_local,
+            "run_id": run_id, "tracking_uri": mask_uri(uri), "settings": fingerprint,
             "versions": served, "cluster": cluster_name, "managed": options.address is None,
         },
     )  # fmt: skip
@@ -120,33 +128,23 @@ def deploy(options: DeployOptions) -> DeployResult:
         app, url, ref.name, primary.version,
         canary.version if canary else None, spec.canary.weight if canary else 0.0,
         tuple(replaced), cluster_name, started_cluster, run_id, time.perf_counter() - started,
+        listener.address, token_env,
     )  # fmt: skip
 
 
-def _resolve(client, ref, spec: DeploySpec) -> tuple[Any, Any]:
-    """The primary version ``ref`` names (or the spec's alias) and the spec's canary."""
-    from engage.serve.model import resolve
-    from engage.tracking.catalog import ModelRef
+def serve_listener() -> Listener:
+    """Where the running Serve instance's HTTP entry listens (its first start decided it).
 
-    alias = ref.alias or (spec.alias if ref.version is None else None)
-    primary = resolve(client, ref.name, ref.version, alias)
-    canary = None
-    if spec.canary is not None:
-        c = ModelRef.parse(
-            f"{ref.name}/{spec.canary.model}"
-            if spec.canary.model.isdigit()
-            else f"{ref.name}@{spec.canary.model}"
-        )
-        canary = resolve(client, c.name, c.version, c.alias)
-        if canary.version == primary.version:
-            raise EngageError(
-                f"canary {spec.canary.model} is version {canary.version}, the version already served"
-            )
-    return primary, canary
+    Asked of Serve's controller, so it is right however Serve was started (this deploy, an
+    earlier one, or someone else's on an ``--address`` cluster). The replicas' own HTTP
+    ports (direct ingress behind HAProxy) bind the same host.
+    """
+    import ray
+    from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
 
-
-def _app_name(model: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in model)
+    controller = ray.get_actor(SERVE_CONTROLLER_NAME, namespace=SERVE_NAMESPACE)
+    config = ray.get(controller.get_http_config.remote())
+    return Listener(str(config.host), int(config.port))
 
 
 def _connect(options: DeployOptions) -> tuple[str, bool]:
@@ -155,7 +153,7 @@ def _connect(options: DeployOptions) -> tuple[str, bool]:
     if options.address:
         connect(options.address, options.home)
         return options.address, False
-    cluster, started = ensure_cluster(options.home)
+    cluster, started = ensure_cluster(options.home, secret_vars=(options.spec.token_env,))
     connect(cluster.address, options.home, cluster.env())
     return cluster.address, started
 
@@ -193,56 +191,12 @@ def _running_apps() -> dict[str, Any]:
         return {}
 
 
-def _routes(spec: DeploySpec, primary, canary) -> list:
-    from engage.serve.routes import Route
-
-    weight = spec.canary.weight if canary is not None else 0.0
-    routes = [Route(primary, 1.0 - weight, "primary")]
-    if canary is not None:
-        routes.append(Route(canary, weight, "canary"))
-    return routes
-
-
 def _set_routes(app: str, routes: list) -> int:
     import ray
 
     from engage.serve.routes import table_actor
 
     return ray.get(table_actor(app, create=True).set.remote(tuple(routes)))
-
-
-def _ingress_settings(
-    app, spec: DeploySpec, digest, home: Path, run_local, run_id, uri=None, hooks: bool = True
-):
-    from engage.serve.app import IngressSettings
-    from engage.serve.hooks import HookSettings
-
-    hook_settings = HookSettings(
-        app, str(home), run_local, run_id or run_local or "none",
-        spec.sampling.rate, spec.sampling.queue_size, tuple(spec.sampling.consumers),
-        spec.metrics_every_seconds, uri, spec.drift,
-    )  # fmt: skip
-    return IngressSettings(
-        app, spec.max_body_bytes, spec.nan_policy, digest, hook_settings,
-        spec.max_batch_size, spec.batch_wait_timeout_s, None, hooks,
-    )  # fmt: skip
-
-
-def _deployment_options(spec: DeploySpec) -> dict[str, Any]:
-    from engage.serve.app import DEPLOYMENT
-
-    options: dict[str, Any] = {
-        "name": DEPLOYMENT,
-        "ray_actor_options": {"num_cpus": spec.cpus_per_replica},
-        # The replica is the HTTP entry: it holds every open request, batched or not.
-        "max_ongoing_requests": max(256, spec.max_batch_size * 4),
-        "health_check_period_s": 5,
-    }
-    if spec.autoscaling:
-        options["autoscaling_config"] = spec.autoscaling.model_dump()
-    else:
-        options["num_replicas"] = spec.replicas
-    return options
 
 
 def _fingerprint(settings, options: dict[str, Any]) -> str:
@@ -257,16 +211,12 @@ def _ensure_ingress(app: str, spec: DeploySpec, settings, state: dict, running: 
     """Start the deployment unless it runs as asked (a rollout leaves it alone).
 
     Returns the fingerprint of its settings and options."""
-    from ray import serve
+    from engage.serve import build
 
-    from engage.serve.app import Ingress
-
-    options = _deployment_options(spec)
-    fingerprint = _fingerprint(settings, options)
+    fingerprint = _fingerprint(settings, build.deployment_options(spec))
     if running and state.get("settings") == fingerprint:
         return fingerprint
-    deployment = serve.deployment(Ingress).options(**options)
-    _run(deployment.bind(settings), app, spec.route_prefix)
+    _run(build.bind_ingress(spec, settings), app, spec.route_prefix)
     return fingerprint
 
 
@@ -313,49 +263,6 @@ def _wait_for_acks(app: str, generation: int) -> None:
             hint="`engage serve status` shows its state; the old version keeps serving "
             "(a replica that cannot load the new version logs why in logs/serve/)",
         )
-
-
-# -- the declarative app (engage.serve.app:build_app) -----------------------------------------
-class BuildArgs(DeploySpec):
-    """``args`` of ``engage.serve.app:build_app``: a deploy section plus where the model is."""
-
-    model: str = Field(min_length=1, description="NAME@alias, NAME/version or NAME")
-    tracking_uri: str | None = Field(None, description="MLflow tracking URI")
-    tracking_uri_env: str = Field(
-        "MLFLOW_TRACKING_URI", description="variable holding the URI when tracking_uri is unset"
-    )
-    home: str | None = Field(None, description="replicas' engage home; default ENGAGE_HOME")
-    host: str = Field(
-        "0.0.0.0", min_length=1, description="where the Serve config's http_options bind"
-    )
-
-
-def build_ingress(args: BuildArgs):
-    """The Serve application ``engage deploy`` would run for ``args``, routes fixed in it."""
-    from ray import serve
-
-    from engage import env_vars
-    from engage.serve import auth
-    from engage.serve.app import Ingress
-    from engage.tracking.catalog import ModelRef
-    from engage.tracking.store import open_client
-
-    digest = auth.token_digest(args.host, args.token_env)
-    uri = args.tracking_uri or os.environ.get(args.tracking_uri_env)
-    if not uri:
-        raise EngageError(
-            f"no MLflow tracking URI: set args.tracking_uri or ${args.tracking_uri_env}",
-            hint="the RayService passes it from the engage-env ConfigMap",
-        )
-    ref = ModelRef.parse(args.model)
-    primary, canary = _resolve(open_client(uri), ref, args)
-    app = args.app or _app_name(ref.name)
-    home = env_vars.engage_home(args.home)
-    settings = _ingress_settings(app, args, digest, home, None, None, uri)
-    from dataclasses import replace
-
-    settings = replace(settings, routes=tuple(_routes(args, primary, canary)))
-    return serve.deployment(Ingress).options(**_deployment_options(args)).bind(settings)
 
 
 def _monitoring_run(

@@ -1,10 +1,10 @@
 """Show live drift detection on a served model: send shifted traffic, wait for the alert.
 
-:func:`drift_demo` builds windows from the served version's own drift reference (training
-rows, kept in time-ordered blocks), shifts them the way a miscalibrated or relocated sensor
-would (temperature + 6 °C, CO2 x 1.6; without those features, the first one + 3 standard
-deviations), posts them to the app over HTTP and waits, bounded, for the
-``EngageDriftDetected`` alert the replica's drift watcher records in the event store.
+Glue only: :func:`drift_demo` asks the app for its model, loads that version's drift
+reference, lets :func:`engage.drift.scenarios.shifted_windows` shift it the way a faulty
+sensor would, posts the windows to the app over HTTP, and waits, bounded, for the
+``EngageDriftDetected`` alert that the replica's drift watcher reports (the serving hooks
+route it to the event store). Detection, decisions and alerts are all drift's.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from engage.drift import Reference
+from engage.drift.scenarios import shifted_windows
 from engage.drift.watch import DRIFT_RULE, mlflow_reference_loader
 from engage.errors import EngageError
 
@@ -98,31 +97,13 @@ def drift_demo(
     )
 
 
-def shifted_windows(reference: Reference, window: int, n: int, seed: int = 0) -> np.ndarray:
-    """``n`` windows ``(n, window, F)`` of reference rows, shifted (see the module doc)."""
-    rows = reference.rows.astype(np.float64)
-    rng = np.random.default_rng(seed)
-    starts = rng.integers(0, max(1, len(rows) - window), n)
-    x = np.stack([rows[s : s + window] for s in starts])
-    if x.shape[1] < window:  # a reference shorter than one window: repeat its rows
-        x = np.resize(x, (n, window, rows.shape[1]))
-    names = list(reference.features)
-    if "temperature" in names or "co2" in names:
-        if "temperature" in names:
-            x[..., names.index("temperature")] += 6.0
-        if "co2" in names:
-            x[..., names.index("co2")] *= 1.6
-    else:
-        x[..., 0] += 3.0 * reference.std[0]
-    return x.astype(np.float32).round(3)
-
-
 def _reference(home: Path, meta: dict) -> Reference:
+    from engage.tracking import resolve_uri
     from engage.tracking.store import resolve_tracking_uri
 
     state = home / "serve" / str(meta.get("app", "")) / "deployment.json"
     uri = json.loads(state.read_text()).get("tracking_uri") if state.is_file() else None
-    uri = uri or resolve_tracking_uri(None, None, home)
+    uri = resolve_uri(uri) if uri else resolve_tracking_uri(None, None, home)
     reference = mlflow_reference_loader(uri)(meta["name"], str(meta["version"]))
     if reference is None:
         raise EngageError(

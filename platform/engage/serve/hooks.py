@@ -1,11 +1,14 @@
 """Monitoring hooks of a serving replica: one report path, two sinks, and drift samples.
 
-Every answered request becomes events on a :class:`Reporter` whose sinks are the replica's
-Prometheus endpoint (``engage.monitor.serving``, advertised through file discovery) and an
-aggregator that logs a few summary metrics per interval to the deployment's monitoring run
-through the tracking spool. Sampled inputs and predictions go to the :class:`Sampler`,
-whose consumers include the :class:`~engage.drift.watch.DriftWatcher` (live drift
-checks, reported through the same path; the aggregator logs their latest values too).
+Every answered request becomes events on a :class:`Reporter` whose sinks, wired once here,
+are the replica's Prometheus endpoint (``engage.monitor.serving``, advertised through file
+discovery), an aggregator that logs a few summary metrics per interval to the deployment's
+monitoring run through the tracking spool, and, when live drift checks are on, the event
+store (lifecycle events only: alerts and notices). Sampled inputs and predictions go to the
+:class:`Sampler`, whose consumers include the :class:`~engage.drift.watch.DriftWatcher`:
+serving only hands it samples; the checks, the decisions and the alerts are drift's, and
+they come back as events on the same report path (the aggregator logs their latest values
+and tags the run with alerts; the store records the alerts).
 
 None of it runs on a request: the request path appends one tuple to a queue (a
 ``deque.append``, well under a microsecond) and the hooks' own thread turns what queued
@@ -25,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from engage.drift.samples import Sample
 from engage.events import Event, FanOut, Reporter
-from engage.serve.sampling import Sample, Sampler, make_consumers
+from engage.serve.sampling import Sampler, make_consumers
 from engage.spec.models import DriftWatchSpec
 
 _log = logging.getLogger(__name__)
@@ -38,6 +42,8 @@ _VALUES_PER_REQUEST = 256  # regression values per request put in the value hist
 
 @dataclass(frozen=True)
 class HookSettings:
+    """What a replica's hooks need to know: its app, home, monitoring run and sampling."""
+
     app: str
     home: str
     run_local_id: str | None  # the deployment's monitoring run in the spool
@@ -173,13 +179,16 @@ class ServingHooks:
         self._spool = self._drainer = self._aggregate = None
         if settings.run_local_id:
             self._open_run(home, settings, sinks)
+        watching = _watching(settings)
+        if watching:
+            self._open_store(home, settings, sinks)
         self._fanout = FanOut(_Observe(s) for s in sinks)
         # Flushed by the hooks' thread after each drain: nothing waits in a buffer longer.
         self.reporter = Reporter(self._fanout, max_batch=100_000, max_age_s=3600)
         self._labelled: dict[tuple, Reporter] = {}
         folder = home / "serve" / settings.app
         consumers = make_consumers(settings.consumers, folder)
-        self.drift_watcher = self._watcher(settings)
+        self.drift_watcher = self._watcher(settings) if watching else None
         if self.drift_watcher is not None:
             consumers.append(self.drift_watcher)
         self.sampler = Sampler(consumers, settings.sample_rate, settings.sample_queue).start()
@@ -190,9 +199,8 @@ class ServingHooks:
         self._thread.start()
 
     def _watcher(self, settings: HookSettings):
-        """The live drift checks, when enabled (a broken store must not stop serving)."""
-        if settings.drift is None or not settings.drift.enabled or settings.sample_rate <= 0:
-            return None
+        """The live drift checks, reporting through this replica's sinks (a watcher that
+        cannot start must not stop serving)."""
         from engage.drift.watch import DriftWatcher
 
         try:
@@ -202,6 +210,17 @@ class ServingHooks:
         except Exception as exc:
             _log.warning("live drift checks are off: %s", exc)
             return None
+
+    def _open_store(self, home: Path, settings: HookSettings, sinks: list) -> None:
+        """The event store as one more sink, for the watcher's alerts (lifecycle events)."""
+        from engage.monitor.store import EventStore
+        from engage.monitor.store_sink import StoreSink
+
+        try:
+            store = StoreSink(EventStore.open(home), self._job, settings.run_id)
+            sinks.append(_Lifecycle(store))
+        except Exception as exc:  # a broken store must not stop serving
+            _log.warning("drift alerts will not reach the event store: %s", exc)
 
     def _open_run(self, home: Path, settings: HookSettings, sinks: list) -> None:
         from engage.tracking import Drainer, PipelineRun, Spool
@@ -327,6 +346,23 @@ class ServingHooks:
 
 
 _REQUEST, _PREDICTED, _BATCH, _TRAFFIC = "request", "predicted", "batch", "traffic"
+
+
+def _watching(settings: HookSettings) -> bool:
+    """Whether live drift checks are on: enabled, and some requests are sampled."""
+    return settings.drift is not None and settings.drift.enabled and settings.sample_rate > 0
+
+
+class _Lifecycle:
+    """Hands a sink only the lifecycle events of a batch (the store keeps no request metrics)."""
+
+    def __init__(self, sink) -> None:
+        self._sink = sink
+
+    def emit(self, events: Sequence[Event]) -> None:
+        chosen = [e for e in events if e.kind == "lifecycle"]
+        if chosen:
+            self._sink.emit(chosen)
 
 
 class _Observe:

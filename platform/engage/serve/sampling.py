@@ -15,37 +15,22 @@ import random
 import sqlite3
 import threading
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from engage.drift.samples import Sample, SampleConsumer
+
+__all__ = [
+    "SAMPLE_CONSUMERS",
+    "Sample",
+    "SampleConsumer",
+    "Sampler",
+    "SqliteSampleStore",
+    "make_consumers",
+    "read_samples",
+]
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One served window: what came in, what went out, which version answered, when."""
-
-    request_id: str
-    inputs: np.ndarray  # (window, features) float32
-    prediction: list[float]  # the model's output row (logits or value)
-    label: str | float | None  # the predicted class or value the caller got
-    model: str
-    version: str
-    timestamp: float
-
-
-class SampleConsumer(ABC):
-    """Receives batches of samples on the sampler's thread (never on a request)."""
-
-    @abstractmethod
-    def consume(self, samples: Sequence[Sample]) -> None: ...
-
-    def close(self) -> None:  # noqa: B027 - optional hook: most consumers hold nothing
-        """Release what the consumer holds (files, connections)."""
 
 
 class SqliteSampleStore(SampleConsumer):

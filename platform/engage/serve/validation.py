@@ -17,6 +17,9 @@ from typing import Any
 import numpy as np
 
 MAX_REQUEST_IDS_CHARS = 200
+# Longer integers are refused while parsing: no model input needs them, and Python's int()
+# refuses 4,300 digits with a ValueError anyway (a 500 if it got through).
+MAX_INT_DIGITS = 100
 
 
 class RequestError(Exception):
@@ -94,8 +97,17 @@ def check_content_type(header: str | None) -> None:
 
 
 def parse_json(body: bytes) -> Any:
+    """The JSON value of ``body``; hostile JSON (deep nesting, huge integers) is a 400 too.
+
+    Raises
+    ------
+    RequestError
+        400 ``malformed_json`` (not UTF-8, not JSON), ``too_deep`` (nesting deeper than the
+        parser's recursion limit) or ``number_too_long`` (an integer of more than
+        ``MAX_INT_DIGITS`` digits).
+    """
     try:
-        return json.loads(body)
+        return json.loads(body, parse_int=_parse_int)
     except UnicodeDecodeError:
         raise RequestError(400, "malformed_json", "body is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
@@ -104,6 +116,21 @@ def parse_json(body: bytes) -> Any:
             "malformed_json",
             f"body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
         ) from None
+    except RecursionError:
+        raise RequestError(
+            400, "too_deep", "body nests JSON arrays or objects too deeply to parse"
+        ) from None
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise RequestError(
+            400,
+            "number_too_long",
+            f"body holds an integer of {len(text.lstrip('-')):,} digits; at most "
+            f"{MAX_INT_DIGITS} are accepted",
+        )
+    return int(text)
 
 
 def parse_predict(body: bytes, spec: InputSpec, nan_policy: str = "reject") -> PredictRequest:

@@ -38,14 +38,14 @@ def check_spec(spec: PipelineSpec) -> list[Problem]:
 def check_model(spec: PipelineSpec) -> list[Problem]:
     """``model.name`` is a registered builder and ``model.params`` fit its schema."""
     name = spec.model.name
-    builder = MODEL_BUILDERS.get(name)
-    if builder is None:
-        valid = ", ".join(sorted(MODEL_BUILDERS))
+    if name not in MODEL_BUILDERS:
+        valid = ", ".join(MODEL_BUILDERS.names())
         return [
             Problem(("model", "name"), f"got {show(name)}; expected a registered model: {valid}")
         ]
+    builder = MODEL_BUILDERS.get(name)
     try:
-        builder.params(spec.model.params)
+        builder.params_model.model_validate(spec.model.params)
     except ValidationError as exc:
         return problems_from_validation(
             exc, spec.model.params, builder.params_model, prefix=("model", "params")

@@ -100,6 +100,14 @@ class _Walker:
         self.stack: set[int] = set()
 
     def walk(self, node: Node, path: _Key) -> None:
+        """Record the line of ``node`` and everything below it under key ``path``.
+
+        Raises
+        ------
+        SpecError
+            If a key repeats in one mapping, an alias contains itself, or aliases expand the
+            document past 100,000 values.
+        """
         self.visited += 1
         where = f"{self.origin}:{node.start_mark.line + 1}"
         if id(node) in self.stack:

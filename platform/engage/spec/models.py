@@ -16,6 +16,8 @@ ColumnName = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class StrictModel(BaseModel):
+    """Base of every spec model: unknown keys are errors and parsed values are frozen."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -35,6 +37,8 @@ class SyntheticSource(StrictModel):
 
 
 class FileSource(StrictModel):
+    """Rows from a table file; the ``csv`` and ``parquet`` sources share these fields."""
+
     path: str = Field(min_length=1, description="file path, relative to the spec file")
     timestamp: ColumnName = Field("timestamp", description="column giving each row's time")
     group: ColumnName | None = Field(
@@ -74,6 +78,8 @@ class SplitSpec(StrictModel):
 
 
 class DataSpec(StrictModel):
+    """What to learn from: where rows come from and how they become windows."""
+
     source: Source
     features: list[ColumnName] = Field(min_length=1, description="input columns, in order")
     target: ColumnName
@@ -105,7 +111,9 @@ class DataSpec(StrictModel):
 
 
 class ModelSpec(StrictModel):
-    name: Name = Field(description="a registered model builder (see `engage models builders`)")
+    """Which registered model builder to use and its hyperparameters."""
+
+    name: Name = Field(description='a registered model builder (see "Model builders" below)')
     params: dict[str, Any] = Field(
         default_factory=dict, description="the builder's hyperparameters, checked by its schema"
     )
@@ -124,6 +132,8 @@ class FaultSpec(StrictModel):
 
 
 class TrainSpec(StrictModel):
+    """How to train on Ray Train: epochs, batches, optimiser, workers, checkpoints."""
+
     epochs: int = Field(5, ge=1, le=100_000)
     batch_size: int = Field(256, ge=1, le=1_000_000, description="global batch, split over workers")
     optimizer: Literal["adam", "adamw", "sgd"] = "adam"
@@ -165,17 +175,22 @@ class GateSpec(StrictModel):
     direction: Literal["maximize", "minimize"]
 
     def passes(self, value: float) -> bool:
+        """Whether a final metric ``value`` clears the gate; NaN never does."""
         if value != value:  # NaN never passes
             return False
         return value >= self.threshold if self.direction == "maximize" else value <= self.threshold
 
 
 class RegistrationSpec(StrictModel):
+    """Register the trained model in the MLflow model registry."""
+
     model_name: Name
     gate: GateSpec | None = None
 
 
 class TrackingSpec(StrictModel):
+    """Where the run is tracked in MLflow and whether the model is registered."""
+
     experiment: Name | None = Field(None, description="MLflow experiment; default: the spec name")
     tracking_uri: str | None = Field(
         None, description="MLflow tracking URI; default: SQLite under .engage/"
@@ -567,4 +582,5 @@ class PipelineSpec(StrictModel):
 
     @property
     def experiment_name(self) -> str:
+        """The MLflow experiment: ``tracking.experiment``, else the spec's ``name``."""
         return self.tracking.experiment or self.name

@@ -40,13 +40,9 @@ tracking:
     gate: {metric: val_accuracy, threshold: 0.8, direction: maximize}
 """
 
+# Section intros that differ from the model's docstring (which is written for developers).
 _INTROS = {
     "PipelineSpec": "The top level of a spec file. Only `name`, `data` and `model` are required.",
-    "DataSpec": "What to learn from: where rows come from and how they become windows.",
-    "ModelSpec": "Which registered model builder to use and its hyperparameters.",
-    "TrainSpec": "How to train on Ray Train: epochs, batches, optimiser, workers, checkpoints.",
-    "TrackingSpec": "Where the run is tracked in MLflow and whether the model is registered.",
-    "RegistrationSpec": "Register the trained model in the MLflow model registry.",
 }
 # Fields whose model gives no description; the models' own descriptions win.
 _NOTES = {
@@ -231,8 +227,7 @@ def _rules() -> str:
 
 def _builders() -> str:
     parts = ["## Model builders (`model.name`, `model.params`)\n"]
-    for name in sorted(MODEL_BUILDERS):
-        builder = MODEL_BUILDERS[name]
+    for name, builder in MODEL_BUILDERS.items():
         about = builder.description[:1].upper() + builder.description[1:]
         table = _table(builder.params_model, f"model.params.{name}")
         parts.append(f"### `{name}`\n\n{about}.\n\n{table}")

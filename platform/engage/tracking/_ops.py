@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engage.paths import private_dir
 from engage.tracking.catalog import CANDIDATE_ALIAS
 from engage.tracking.spool import Entry, Spool, SpoolRun
 
@@ -140,13 +141,12 @@ _HANDLERS = {
 
 
 def saved_model_dir(spool: Spool, run_local_id: str) -> Path:
+    """Where a run's model is saved in the spool until the drainer sends it."""
     path = spool.files / run_local_id / "model"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     return path
 
 
 def artifacts_dir(spool: Spool, run_local_id: str, artifact_path: str) -> Path:
     """Where files spooled as artifacts under ``artifact_path`` wait for the drainer."""
-    path = spool.files / run_local_id / "artifacts" / artifact_path
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return private_dir(spool.files / run_local_id / "artifacts" / artifact_path)

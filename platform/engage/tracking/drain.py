@@ -2,8 +2,16 @@
 
 One drainer per spool at a time (a file lock), so two engage processes never send the same
 entry twice; whichever holds the lock drains every run in the spool, its own and those a
-killed process left behind. Transient failures (server down, timeouts) back off and retry;
-an entry MLflow rejects for good is set aside with its error rather than blocking the run.
+killed process left behind. Faults are classified (:mod:`engage.tracking.faults`):
+transient ones (server down, 5xx, timeouts, a locked database) back off and retry, with
+the lag shown; permanent ones (a damaged spool, a half-created MLflow store, refused
+credentials) stop the drainer and are raised by :meth:`Drainer.flush` as a TrackingError
+naming the file and the repair. An entry MLflow rejects for good is set aside with its
+error rather than blocking the run.
+
+:meth:`Drainer.start` runs the drain loop in a separate process at the lowest CPU
+priority (:mod:`engage.tracking.drain_process`), so MLflow's client never shares the
+job's GIL or competes with it for CPU; ``in_process=True`` keeps it a thread.
 """
 
 from __future__ import annotations
@@ -20,26 +28,52 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engage.errors import TrackingError
+from engage.paths import private_file
 from engage.tracking import _ops
+from engage.tracking.drain_process import DrainerProcess
+from engage.tracking.faults import permanent_fault
 from engage.tracking.spool import Entry, Spool, SpoolRun
+from engage.tracking.uris import mask_uri, resolve
 
 log = logging.getLogger(__name__)
 
 _BATCH_LIMITS = {"metric": 1000, "param": 100, "tag": 100}  # MLflow log_batch limits
 _BATCH_BYTES = 900_000  # under log_batch's 1 MB request limit
 _PERMANENT_CODES = {"INVALID_PARAMETER_VALUE", "RESOURCE_ALREADY_EXISTS", "INVALID_STATE"}
-_FLUSH_RETRY_S = 1.0  # while flush() waits, the thread retries at least this often
+_FLUSH_RETRY_S = 1.0  # while flush() waits, the drainer retries at least this often
+_LAG_EVERY_S = 60.0  # while MLflow stays down, say how far behind the spool is this often
 
 
 @dataclass
 class DrainStatus:
+    """What the drainer has done, and what stops it.
+
+    ``error`` is the last transient error (None when the last pass succeeded); ``fault``
+    is a permanent one: the drainer has stopped and :meth:`Drainer.flush` raises it.
+    """
+
     sent: int = 0
     failed_permanently: int = 0
-    error: str | None = None  # the last transient error, None when the last pass succeeded
+    error: str | None = None
+    fault: TrackingError | None = None
 
 
 class Drainer:
-    """Sends spooled entries to MLflow; call :meth:`drain_once` or run it as a thread."""
+    """Sends spooled entries to MLflow; call :meth:`drain_once`, or :meth:`start` it.
+
+    Parameters
+    ----------
+    spool_path
+        The spool database.
+    warn
+        Where outage, lag and fault messages go (the job's event bus, a console).
+    client_factory
+        Opens an MLflow client for a URI (tests inject one); a drainer given one runs as
+        a thread, since a factory cannot cross into another process.
+    in_process
+        Run :meth:`start`'s loop as a thread of this process instead of a separate one.
+    """
 
     def __init__(
         self,
@@ -48,6 +82,7 @@ class Drainer:
         warn: Callable[[str], None] = log.warning,
         client_factory: Callable[[str], Any] | None = None,
         max_backoff_s: float = 30.0,
+        in_process: bool = False,
     ) -> None:
         # MLflow's HTTP client retries for minutes by default; the drainer retries itself.
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
@@ -55,40 +90,65 @@ class Drainer:
         self.spool = Spool(spool_path)
         self._warn = warn
         self._factory = client_factory or _ops.client_for
+        self._in_process = in_process or client_factory is not None
         self._clients: dict[str, Any] = {}
-        self._lock_file = open(Path(spool_path).with_suffix(".lock"), "a+")  # noqa: SIM115
+        lock_path = private_file(Path(spool_path).with_suffix(".lock"))
+        self._lock_file = open(lock_path, "a+")  # noqa: SIM115
         self._have_lock = False
         self._stop = threading.Event()
         self._wake = threading.Event()  # cuts a backoff short: stop(), or a flush() waiting
         self._thread: threading.Thread | None = None
+        self._process: Any = None  # a DrainerProcess when start() runs the loop elsewhere
         self._max_backoff = max_backoff_s
-        self._outage_warned = False
+        self._down_since: float | None = None
+        self._lag_said = 0.0
+        self._uri: str | None = None  # the store the current pass is sending to
         self.status = DrainStatus()
 
     # -- one pass --------------------------------------------------------------------------
     def drain_once(self) -> DrainStatus:
-        """Send everything that can be sent now; never raises for an unreachable server."""
-        if not self._acquire():
+        """Send everything that can be sent now; never raises (faults go to ``status``)."""
+        if self.status.fault is not None or not self._acquire():
             return self.status
         try:
             for run in self.spool.unfinished_runs():
+                self._uri = run.tracking_uri
                 self._drain_run(run)
-        except Exception as exc:  # transient: the server is down, slow, or restarting
-            self.status.error = f"{type(exc).__name__}: {exc}"
-            if not self._outage_warned:
-                self._outage_warned = True
-                stats = self.spool.stats()
-                self._warn(
-                    f"MLflow unreachable ({self.status.error.splitlines()[0][:160]}); the job goes "
-                    f"on and keeps every point in the spool ({stats.depth} waiting); they are sent "
-                    "when it is back, or by `engage sync`"
-                )
+        except Exception as exc:
+            self._failed(exc)
             return self.status
-        if self._outage_warned:
+        if self._down_since is not None:
             self._warn("MLflow reachable again; the spool is draining")
-        self._outage_warned = False
+        self._down_since = None
         self.status.error = None
         return self.status
+
+    def _failed(self, exc: Exception) -> None:
+        fault = permanent_fault(exc, self._uri)
+        if fault is not None:
+            self.status.fault = fault
+            self._warn(f"tracking stopped: {fault}")
+            return
+        self.status.error = f"{type(exc).__name__}: {exc}"
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = self._lag_said = now
+            self._warn(
+                f"MLflow at {mask_uri(self._uri or '?')} unreachable "
+                f"({self.status.error.splitlines()[0][:160]}); the job goes on and keeps every "
+                f"point in the spool ({self._lag()}); they are sent when it is back, or by "
+                "`engage sync`"
+            )
+        elif now - self._lag_said >= _LAG_EVERY_S:
+            self._lag_said = now
+            self._warn(f"MLflow still unreachable, retrying; {self._lag()}")
+
+    def _lag(self) -> str:
+        try:
+            stats = self.spool.stats()
+        except TrackingError:
+            return "spool unreadable"
+        return f"{stats.depth} waiting, the oldest for {stats.lag_seconds:.0f} s"
 
     def _acquire(self) -> bool:
         if not self._have_lock:
@@ -101,7 +161,7 @@ class Drainer:
 
     def _client(self, uri: str) -> Any:
         if uri not in self._clients:
-            self._clients[uri] = self._factory(uri)
+            self._clients[uri] = self._factory(resolve(uri))
         return self._clients[uri]
 
     def _drain_run(self, run: SpoolRun) -> None:
@@ -173,45 +233,94 @@ class Drainer:
         self.status.failed_permanently += 1
         self._warn(message)
 
-    # -- as a background thread -------------------------------------------------------------
+    # -- in the background ---------------------------------------------------------------
     def start(self, interval_s: float = 0.5) -> Drainer:
-        def loop() -> None:
-            backoff = interval_s
-            while not self._stop.is_set():
-                status = self.drain_once()
-                backoff = min(backoff * 2, self._max_backoff) if status.error else interval_s
-                self._wake.wait(backoff)
-                self._wake.clear()
+        """Drain every ``interval_s`` (backing off while MLflow is down) until :meth:`stop`.
 
-        self._thread = threading.Thread(target=loop, name="engage-drainer", daemon=True)
+        In a separate process at nice 19 unless the drainer was made ``in_process``.
+        """
+        if not self._in_process:
+            self._process = DrainerProcess(self.spool.path, interval_s, self._warn, self.status)
+            return self
+        self._thread = threading.Thread(
+            target=self.loop, args=(interval_s,), name="engage-drainer", daemon=True
+        )
         self._thread.start()
         return self
 
+    def loop(self, interval_s: float = 0.5) -> None:
+        """The drain loop :meth:`start` runs; returns once :meth:`stop` is called."""
+        backoff = interval_s
+        while not self._stop.is_set():
+            try:
+                status = self.drain_once()
+            except Exception as exc:  # never let the thread die silently
+                self._failed(exc)
+                status = self.status
+            backoff = min(backoff * 2, self._max_backoff) if status.error else interval_s
+            self._wake.wait(backoff)
+            self._wake.clear()
+
+    @property
+    def pid(self) -> int | None:
+        """The drainer process's id while :meth:`start` runs one, else None."""
+        return self._process.pid if self._process is not None else None
+
+    def request_stop(self) -> None:
+        """Make :meth:`loop` return after the current pass (from any thread)."""
+        self._stop.set()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Retry now rather than at the end of the current backoff."""
+        if self._process is not None:
+            self._process.wake()
+        self._wake.set()
+
     def flush(self, run_local_id: str | None = None, timeout_s: float = 30.0) -> bool:
-        """Drain until ``run_local_id`` (or the whole spool) is in MLflow; False on timeout."""
+        """Drain until ``run_local_id`` (or the whole spool) is in MLflow; False on timeout.
+
+        Raises
+        ------
+        TrackingError
+            A permanent fault stopped the drainer (its message names the repair).
+        """
         deadline = time.monotonic() + timeout_s
         nudged = 0.0
         while True:
-            if self._thread is None or not self._have_lock:
+            if not self._running():
                 self.drain_once()
             elif time.monotonic() - nudged >= _FLUSH_RETRY_S:
                 # Someone waits: retry now and then, not after a backoff of up to 30 s that
                 # began while the server was down (it may be back already).
-                self._wake.set()
+                self.wake()
                 nudged = time.monotonic()
+            if self.status.fault is not None:
+                raise self.status.fault
             if self.is_drained(run_local_id):
                 return True
             if time.monotonic() > deadline:
                 return False
-            time.sleep(0.2)
+            time.sleep(0.05 if self._process is not None else 0.2)
+
+    def _running(self) -> bool:
+        if self._process is not None:
+            return self._process.alive()  # a dead drainer process: drain here instead
+        return self._thread is not None and self._have_lock
 
     def is_drained(self, run_local_id: str | None = None) -> bool:
+        """Whether ``run_local_id`` (or every run) has nothing left to send."""
         runs = self.spool.unfinished_runs()
         return not any(r.local_id == run_local_id for r in runs) if run_local_id else not runs
 
     def stop(self, final_drain_s: float = 0.0) -> None:
+        """Stop the loop; first try for up to ``final_drain_s`` to send what is left."""
         self._stop.set()
         self._wake.set()
+        if self._process is not None:
+            self._process.stop(final_drain_s)
+            self._process = None
+            final_drain_s = 0.0  # the process did the final drain
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engage.errors import TrackingError
 from engage.events import Event
 from engage.tracking import _ops
 from engage.tracking.lineage import capture_lineage, flatten
@@ -200,8 +201,22 @@ class PipelineRun:
         return f"models:/{json.loads(result)['model_id']}" if result else None
 
     def end(self, status: str) -> None:
-        """status: FINISHED, FAILED or KILLED (sent once everything before it is)."""
-        self.spool.end_run(self.local_id, status)
+        """Spool the run's end; status: FINISHED, FAILED or KILLED (sent after all before it).
+
+        Raises
+        ------
+        TrackingError
+            The spool cannot record a FINISHED end. For FAILED or KILLED the run is already
+            ending on another error, the one the user must see: a spool that cannot record
+            the end (a full disk, typically) is then a warning, and the run stays RUNNING
+            in MLflow.
+        """
+        try:
+            self.spool.end_run(self.local_id, status)
+        except TrackingError as exc:
+            if status == "FINISHED":
+                raise
+            warnings.warn(f"could not record the run's {status} end: {exc}", stacklevel=2)
 
 
 def _now() -> int:

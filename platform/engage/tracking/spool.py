@@ -9,6 +9,7 @@ twice never makes a second row in MLflow.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -22,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from engage.errors import TrackingError
+from engage.paths import private_file
+from engage.tracking.faults import SpoolDamaged, is_sqlite_damage
+from engage.tracking.uris import remember
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -111,7 +115,7 @@ class Spool:
         self.files = self.path.parent / "spool-files"
         self._lock = threading.Lock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)  # 0600 in a 0700 folder; SQLite's -wal/-shm follow
             self._db = sqlite3.connect(
                 self.path, timeout=30, isolation_level=None, check_same_thread=False
             )
@@ -119,12 +123,22 @@ class Spool:
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
             self._probe_writable()
-        except (sqlite3.Error, OSError) as exc:
-            raise TrackingError(
-                f"cannot write the tracking spool at {self.path}: {exc}",
-                hint="engage refuses to run without a durable spool rather than lose metrics; "
-                "free disk space, fix permissions, or point ENGAGE_HOME / --home at a writable folder",
-            ) from None
+        except sqlite3.Error as exc:
+            if is_sqlite_damage(exc):
+                raise spool_error(self.path, exc, "open") from None
+            raise self._unwritable(exc) from None
+        except SpoolDamaged:
+            raise
+        except (OSError, TrackingError) as exc:  # TrackingError: the write probe's
+            raise self._unwritable(exc) from None
+
+    def _unwritable(self, exc: Exception) -> TrackingError:
+        detail = exc.message if isinstance(exc, TrackingError) else exc
+        return TrackingError(
+            f"cannot write the tracking spool at {self.path}: {detail}",
+            hint="engage refuses to run without a durable spool rather than lose metrics; "
+            "free disk space, fix permissions, or point ENGAGE_HOME / --home at a writable folder",
+        )
 
     def _probe_writable(self) -> None:
         # A read-only file or folder only fails on the first write; find out now, not mid-job.
@@ -139,11 +153,14 @@ class Spool:
 
     # -- writing -------------------------------------------------------------------------
     def _tx(self) -> _Transaction:
-        return _Transaction(self._db, self._lock)
+        return _Transaction(self._db, self._lock, self.path)
 
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
         with self._lock:
-            return self._db.execute(sql, args).fetchall()
+            try:
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                raise spool_error(self.path, exc, "read") from None
 
     def create_run(
         self,
@@ -154,7 +171,13 @@ class Spool:
         parent_local_id: str | None = None,
         local_id: str | None = None,
     ) -> str:
+        """Spool a new run; returns its local id.
+
+        The URI is stored masked (:func:`engage.tracking.uris.mask_uri`): a password stays
+        in this process's memory, and the drainer gets it from there or the environment.
+        """
         local_id = local_id or uuid.uuid4().hex
+        tracking_uri = remember(tracking_uri)
         with self._tx() as db:
             db.execute(
                 "INSERT INTO runs (local_id, tracking_uri, experiment, run_name, tags, start_ms,"
@@ -195,17 +218,11 @@ class Spool:
             return int(cur.lastrowid)
 
     def _write_many(self, rows: list[tuple]) -> None:
-        try:
-            with self._tx() as db:
-                db.executemany(
-                    "INSERT INTO outbox (run, kind, key, num, text, step, ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-        except sqlite3.Error as exc:
-            raise TrackingError(
-                f"the tracking spool at {self.path} refused a write: {exc}",
-                hint="free disk space or fix permissions; no point was dropped silently",
-            ) from None
+        with self._tx() as db:
+            db.executemany(
+                "INSERT INTO outbox (run, kind, key, num, text, step, ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
 
     def end_run(self, run: str, status: str) -> None:
         with self._tx() as db:
@@ -311,24 +328,52 @@ def _run(row: tuple) -> SpoolRun:
 class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT: one writer at a time across processes, synced on commit.
 
-    The lock keeps threads sharing one connection from interleaving transactions.
+    The lock keeps threads sharing one connection from interleaving transactions. Any
+    SQLite error (a full disk, a corrupted page, a lock held too long) leaves as a
+    :class:`~engage.errors.TrackingError` naming the file, never as a bare sqlite3 error.
     """
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
+    def __init__(self, db: sqlite3.Connection, lock: threading.Lock, path: Path) -> None:
         self._db = db
         self._lock = lock
+        self._path = path
 
     def __enter__(self) -> sqlite3.Connection:
         self._lock.acquire()
         try:
             self._db.execute("BEGIN IMMEDIATE")
-        except BaseException:
+        except BaseException as exc:
             self._lock.release()
+            if isinstance(exc, sqlite3.Error):
+                raise spool_error(self._path, exc, "write") from None
             raise
         return self._db
 
-    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:
             self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        except sqlite3.Error as failed:
+            if exc_type is None:  # the commit itself failed (the disk filled, say)
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                raise spool_error(self._path, failed, "write") from None
         finally:
             self._lock.release()
+        if isinstance(exc, sqlite3.Error):
+            raise spool_error(self._path, exc, "write") from None
+
+
+def spool_error(path: Path, exc: sqlite3.Error, action: str) -> TrackingError:
+    """The TrackingError for a SQLite error on the spool at ``path``, with the repair to run."""
+    if is_sqlite_damage(exc):
+        return SpoolDamaged(
+            f"the tracking spool at {path} is damaged ({exc})",
+            hint="run `engage sync --repair`: it keeps the damaged file as a backup beside it, "
+            "salvages every readable entry into a fresh spool and sends them",
+        )
+    if action == "read":
+        return TrackingError(f"cannot read the tracking spool at {path}: {exc}")
+    return TrackingError(
+        f"the tracking spool at {path} refused a write: {exc}",
+        hint="free disk space or fix permissions; no point was dropped silently",
+    )

@@ -11,6 +11,7 @@ from typing import Any
 
 from engage import env_vars
 from engage.errors import TrackingError
+from engage.tracking.uris import mask_uri
 
 
 def resolve_tracking_uri(spec_uri: str | None, flag: str | None, home: Path) -> str:
@@ -109,6 +110,30 @@ class _Pinned:
         return call
 
 
+def forget_store(uri: str) -> None:
+    """Drop MLflow's cached SQLAlchemy engines for ``uri`` in this process.
+
+    MLflow's SQL stores keep one engine per database URI for the process's life; after
+    engine replaced the file behind a ``sqlite:///`` URI (``engage sync --repair``), a
+    cached engine would go on using the old file.
+    """
+    import importlib
+
+    for name in (
+        "mlflow.store.tracking.sqlalchemy_store",
+        "mlflow.store.model_registry.sqlalchemy_store",
+        "mlflow.store.jobs.sqlalchemy_store",
+    ):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        for store_class in vars(module).values():
+            engines = getattr(store_class, "_engine_map", None)
+            if isinstance(engines, dict) and (engine := engines.pop(uri, None)) is not None:
+                engine.dispose()
+
+
 def ensure_experiment(client, name: str) -> str:
     """The experiment's id, creating it (artifacts beside a local SQLite store)."""
     from mlflow.exceptions import MlflowException
@@ -125,16 +150,20 @@ def ensure_experiment(client, name: str) -> str:
         location = artifact_root_for(client.tracking_uri)
         return client.create_experiment(name, artifact_location=location)
     except MlflowException as exc:
-        raise TrackingError(f"MLflow at {client.tracking_uri} refused: {exc.message}") from None
+        shown = mask_uri(client.tracking_uri)
+        raise TrackingError(f"MLflow at {shown} refused: {exc.message}") from None
 
 
 def ui_command(uri: str) -> str:
-    """The command that opens the MLflow UI on this store."""
+    """The command that opens the MLflow UI on this store (any password masked)."""
+    uri = mask_uri(uri)
     if uri.startswith(("http://", "https://")):
         return f"open {uri}"
     return f"mlflow ui --backend-store-uri {uri} --port 5000"
 
 
 def run_url(uri: str, experiment_id: str, run_id: str) -> str:
+    """The run's page in the MLflow UI (any password in ``uri`` masked)."""
+    uri = mask_uri(uri)
     base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
     return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"

@@ -8,6 +8,7 @@ from engage.train.builders import (
     MODEL_BUILDERS,
     ModelBuilder,
     ModelShape,
+    builder_names,
     get_builder,
     register_builder,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "PRIMARY_VAL_METRIC",
     "ModelBuilder",
     "ModelShape",
+    "builder_names",
     "get_builder",
     "register_builder",
     "task_metrics",

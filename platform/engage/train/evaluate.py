@@ -14,10 +14,12 @@ from torch import nn
 
 
 def loss_function(task: str) -> nn.Module:
+    """The training loss of ``task``: cross-entropy for classification, else mean squared error."""
     return nn.CrossEntropyLoss() if task == "classification" else nn.MSELoss()
 
 
 def targets_for_loss(y: torch.Tensor, task: str) -> torch.Tensor:
+    """``y`` as :func:`loss_function` expects it: class indices, or a ``(n, 1)`` float column."""
     return y.long() if task == "classification" else y.float().unsqueeze(1)
 
 

@@ -42,6 +42,9 @@ class TrainJob:
 
 
 def make_optimizer(spec: TrainSpec, params: Any) -> torch.optim.Optimizer:
+    """The optimizer ``spec.optimizer`` names over ``params``, with the spec's learning rate and
+    weight decay (SGD adds momentum 0.9).
+    """
     kinds = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
     kwargs: dict[str, Any] = {"lr": spec.learning_rate, "weight_decay": spec.weight_decay}
     if spec.optimizer == "sgd":
@@ -50,6 +53,13 @@ def make_optimizer(spec: TrainSpec, params: Any) -> torch.optim.Optimizer:
 
 
 def build_model(job: TrainJob) -> nn.Module:
+    """The job's model from its registered builder, initialised from ``job.train.seed``.
+
+    Raises
+    ------
+    KeyError
+        If ``job.model.name`` is not a registered builder (the spec check catches this first).
+    """
     torch.manual_seed(job.train.seed)
     return get_builder(job.model.name).build(job.shape, job.model.params)
 
@@ -104,10 +114,12 @@ class _Worker:
 
     @property
     def per_worker(self) -> int:
+        """One worker's batch size: the spec's global batch split over the workers (at least 1)."""
         return max(1, self.job.train.batch_size // self.world)
 
     @property
     def n_per(self) -> int:
+        """Training rows each worker sees per epoch (the same for all; the rest is left out)."""
         return len(self.x) // self.world
 
 
@@ -192,7 +204,16 @@ def _setup(job: TrainJob) -> _Worker:
 
 
 def train_loop_per_worker(config: dict[str, Any]) -> None:
-    """Entry point Ray Train calls on each worker with ``{"job": TrainJob}``."""
+    """Entry point Ray Train calls on each worker with ``{"job": TrainJob}``.
+
+    Trains from the latest checkpoint (or epoch 1) to ``job.train.epochs``; rank 0 reports
+    each epoch's metrics and writes the checkpoints.
+
+    Raises
+    ------
+    TrainingError
+        If the training loss becomes NaN or infinite.
+    """
     job: TrainJob = config["job"]
     w = _setup(job)
     core = getattr(w.model, "module", w.model)

@@ -26,6 +26,7 @@ class MLP(nn.Module):
         self.net = nn.Sequential(*blocks)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Map ``(batch, window, features)`` to ``(batch, outputs)``."""
         return self.net(x)
 
 
@@ -46,6 +47,7 @@ class GRUNet(nn.Module):
         self.head = nn.Linear(hidden, outputs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Run the GRU over the window and apply the head to the last step's output."""
         out, _ = self.gru(x)
         return self.head(out[:, -1, :])
 
@@ -76,6 +78,7 @@ class CNN1D(nn.Module):
         self.head = nn.Linear(width, outputs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Convolve over time (channels are the features), average over time, apply the head."""
         h = self.conv(x.transpose(1, 2))
         return self.head(h.mean(dim=2))
 
@@ -93,4 +96,5 @@ class Standardized(nn.Module):
         self.register_buffer("std", std.reshape(1, 1, -1).float())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Standardise raw ``x`` with the stored training mean and std, then run the model."""
         return self.model((x - self.mean) / self.std)

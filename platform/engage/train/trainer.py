@@ -18,6 +18,10 @@ _POLL_S = 0.25
 
 @dataclass(frozen=True)
 class TrainOutcome:
+    """What :func:`fit` returns: where the final checkpoint lies, its loaded state and the
+    training wall time in seconds.
+    """
+
     checkpoint_uri: str
     state: dict[str, Any]  # {"model": state_dict, "optimizer": ..., "epoch": int}
     seconds: float
@@ -35,7 +39,20 @@ def _scaling(job: TrainJob) -> Any:
 
 
 def check_fits(job: TrainJob, cluster: dict[str, float]) -> None:
-    """Refuse up front a job the cluster can never schedule (Ray would wait forever)."""
+    """Refuse up front a job the cluster can never schedule (Ray would wait forever).
+
+    Parameters
+    ----------
+    job : TrainJob
+        The training job; its worker count and per-worker resources are checked.
+    cluster : dict of str to float
+        The cluster's total resources, as ``ray.cluster_resources()`` returns them.
+
+    Raises
+    ------
+    ClusterError
+        If all workers together need more of a resource than the cluster has.
+    """
     need = {k: v * job.train.num_workers for k, v in _scaling(job).resources_per_worker.items()}
     short = {k: (v, cluster.get(k, 0.0)) for k, v in need.items() if cluster.get(k, 0.0) + 1e-9 < v}
     if short:
@@ -67,7 +84,32 @@ def fit(
     name: str,
     on_tick: Callable[[], None] = lambda: None,
 ) -> TrainOutcome:
-    """Run training on the cluster; returns the final checkpoint's state."""
+    """Run training on the cluster; returns the final checkpoint's state.
+
+    Ray Train runs in a background thread while this thread drains the workers' events
+    through ``pump`` and calls ``on_tick`` about every 0.25 s.
+
+    Parameters
+    ----------
+    job : TrainJob
+        What every worker trains.
+    pump : EventPump
+        Forwards the workers' events to the job's sinks while training runs.
+    storage : Path
+        Folder Ray Train keeps the run's checkpoints in.
+    name : str
+        The Ray Train run name (a folder under ``storage``).
+    on_tick : callable, optional
+        Called on every poll, for example to refresh a progress display.
+
+    Raises
+    ------
+    EngageError
+        The first engage error a worker raised (for example a :class:`TrainingError` for
+        a loss that became NaN), unwrapped from Ray's error.
+    TrainingError
+        If training failed otherwise or ended without a checkpoint.
+    """
     import torch
     from ray.train import CheckpointConfig, RunConfig
     from ray.train.torch import TorchConfig, TorchTrainer

@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from time import monotonic  # bound at import: unit tests may patch time.monotonic
 
 import psutil
 
@@ -57,7 +58,7 @@ class CliJob:
 
     def wait_for_line(self, pattern: str, timeout_s: float) -> tuple[float, re.Match]:
         """The first output line matching ``pattern``: (when it was read, the match)."""
-        regex, seen, deadline = re.compile(pattern), 0, time.monotonic() + timeout_s
+        regex, seen, deadline = re.compile(pattern), 0, monotonic() + timeout_s
         while True:
             for at, text in self.lines[seen:]:
                 if match := regex.search(text):
@@ -68,7 +69,7 @@ class CliJob:
                     f"the job exited ({self.proc.returncode}) before printing {pattern!r}:\n"
                     f"{self.output[-4000:]}"
                 )
-            if time.monotonic() > deadline:
+            if monotonic() > deadline:
                 raise AssertionError(
                     f"no line matching {pattern!r} within {timeout_s:g} s:\n{self.output[-4000:]}"
                 )

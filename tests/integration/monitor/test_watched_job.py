@@ -5,7 +5,12 @@ One job serves every test here (a Ray job costs a minute of start-up on 2 cores)
 data-bound from its first step (``data_delay_seconds``) for longer than EngageDataBound's 1 m
 ``for``, then hangs after epoch STALL_AFTER for longer than the 5 s stall threshold plus
 EngageJobStalled's 30 s ``for``, then finishes. The metrics are compared while it hangs,
-when nothing moves. The module fixture records what it saw; each test asserts one claim.
+when nothing moves. The scenario records what it saw; each test asserts one claim.
+
+The scenario mostly waits, so tests/conftest.py starts it in a thread when the unit tests
+begin and runs this module after them (``start_in_background``); run alone, the module
+fixture starts it. The time, subprocess and Prometheus helpers it calls are bound at import:
+a unit test may monkeypatch ``time.monotonic`` or ``subprocess.run`` while it runs.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from subprocess import run as run_command  # bound at import, as monotonic (see below)
+from time import monotonic  # a unit test may patch time.monotonic while the scenario runs
 from typing import Any
 
 import pytest
@@ -30,10 +37,11 @@ from engage.monitor.discovery import target_file
 from engage.monitor.rules import DATA_BOUND_RATIO, get_rule
 from engage.monitor.store import EventStore
 
+_INSTALLED = shutil.which("prometheus") is not None and shutil.which("promtool") is not None
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(
-        shutil.which("prometheus") is None or shutil.which("promtool") is None,
+        not _INSTALLED,
         reason="prometheus/promtool not installed; `make test` installs them (Debian prometheus)",
     ),
 ]
@@ -120,7 +128,7 @@ def _prometheus_samples(prom: Prometheus) -> Samples:
 
 
 def _engage(watch: Watch, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_command(
         [str(ENGAGE), *args],
         cwd=watch.home.parent, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -143,19 +151,19 @@ def _scenario(watch: Watch, prom: Prometheus, env: dict[str, str]) -> None:
 
     job.wait_for_line(r"epoch 1/", 300)
     text = _endpoint(watch.url)
-    watch.promtool = subprocess.run(
+    watch.promtool = run_command(
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
     )
 
     watch.stall_at, m = job.wait_for_line(rf"epoch {STALL_AFTER}/{EPOCHS}: .*", 400)
     watch.stall_line = m.group(0)
     names = {q.split("{")[0] for q in QUERIES}
-    deadline = time.monotonic() + 15
+    deadline = monotonic() + 15
     while True:  # the last steps' events reach the endpoint, then the next scrape
         time.sleep(2)
         endpoint = _parse(_endpoint(watch.url), names)
         scraped = _prometheus_samples(prom)
-        if all(endpoint.get(k) == v for k, v in scraped.items()) or time.monotonic() > deadline:
+        if all(endpoint.get(k) == v for k, v in scraped.items()) or monotonic() > deadline:
             break
     watch.endpoint_at_stall, watch.prometheus_at_stall = endpoint, scraped
 
@@ -175,18 +183,16 @@ def _scenario(watch: Watch, prom: Prometheus, env: dict[str, str]) -> None:
     watch.alerts_cli_after = _engage(watch, env, "monitor", "alerts", "--all")
 
 
-@pytest.fixture(scope="module")
-def watch(tmp_path_factory: pytest.TempPathFactory) -> Watch:
-    root = tmp_path_factory.mktemp("watched")
+def _run_scenario(root: Path, running: _Background) -> Watch:
     shutil.copytree(REPO / "pipelines", root / "pipelines")
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
     env |= {"ENGAGE_HOME": str(root / ".engage"), "COLUMNS": "200"}
-    watch = Watch(home=root / ".engage")
-    prom = Prometheus(root).start()  # discovers root/.engage/prometheus/targets
+    watch = running.watch = Watch(home=root / ".engage")
+    prom = running.prom = Prometheus(root).start()  # discovers root/.engage/prometheus/targets
     stop = threading.Event()
     poller = threading.Thread(target=_poll_prometheus_alerts, args=(prom, watch, stop))
     poller.start()
-    started = time.monotonic()
+    started = monotonic()
     try:
         _scenario(watch, prom, env)
     except AssertionError as exc:
@@ -197,7 +203,74 @@ def watch(tmp_path_factory: pytest.TempPathFactory) -> Watch:
         if watch.job is not None:
             watch.job.kill()
         prom.stop()
-    print(f"\nwatched job scenario: {time.monotonic() - started:.0f} s")
+    running.seconds = monotonic() - started
+    return watch
+
+
+class _Background:
+    """The scenario in a thread of its own: it mostly waits (slow input, then a hang)."""
+
+    def __init__(self, root: Path) -> None:
+        self.watch: Watch | None = None
+        self.prom: Prometheus | None = None
+        self.seconds = 0.0
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(root,), name="watched-job")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def _run(self, root: Path) -> None:
+        try:
+            _run_scenario(root, self)
+        except BaseException as exc:  # handed to the fixture that waits for the result
+            self._error = exc
+
+    def result(self) -> Watch:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self.watch is not None
+        return self.watch
+
+    def stop(self) -> None:
+        """End the job and Prometheus if the scenario still runs (an interrupted session)."""
+        if self._thread.is_alive():
+            if self.watch is not None and self.watch.job is not None:
+                self.watch.job.kill()
+            if self.prom is not None:
+                self.prom.stop()
+            self._thread.join(timeout=60)
+
+
+_running: list[_Background] = []
+
+
+def start_in_background(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Start the scenario now, in a thread; the ``watch`` fixture waits for what it saw.
+
+    tests/conftest.py calls this when the unit tests begin and runs this module after them:
+    the unit tests keep about one core busy, the scenario mostly sleeps, so its three minutes
+    overlap theirs instead of adding to them.
+    """
+    if not _running and _INSTALLED:
+        _running.append(_Background(tmp_path_factory.mktemp("watched")))
+
+
+def stop_background() -> None:
+    """Stop a scenario still running when the session ends (tests/conftest.py calls this)."""
+    for running in _running:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def watch(tmp_path_factory: pytest.TempPathFactory) -> Watch:
+    start_in_background(tmp_path_factory)  # unless tests/conftest.py started it already
+    waited = monotonic()
+    watch = _running[0].result()
+    print(
+        f"\nwatched job scenario: {_running[0].seconds:.0f} s, "
+        f"{monotonic() - waited:.0f} s of it after the tests before this module"
+    )
     return watch
 
 

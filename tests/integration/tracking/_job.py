@@ -1,7 +1,7 @@
 """A tracked job for the outage and crash tests, run as ``python _job.py ...``.
 
 It reports metrics the way a pipeline stage does: Reporter -> FanOut -> spool sink (as
-engage's ``_MetricSink``), with a Drainer thread sending the spool to MLflow. Metric ``m<k>``
+engage's ``MetricSink``), with a Drainer thread sending the spool to MLflow. Metric ``m<k>``
 at step ``s`` has value ``k * 1000 + s / 2``; timestamps are the Reporter's own.
 
 Files written under ``--out`` (each fsynced before the next line is acknowledged):
@@ -29,7 +29,7 @@ from engage.tracking import Drainer, PipelineRun, Spool
 
 
 class _SpoolSink:
-    """What the pipeline's ``_MetricSink`` does: metric events into the run's spool."""
+    """What ``engage.tracking.sinks.MetricSink`` does: metric events into the run's spool."""
 
     def __init__(self, run: PipelineRun) -> None:
         self._run = run

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
 import re
 from pathlib import Path
 
 import pytest
 import typer
 
-from engage.cli import exit_codes
+from engage.cli import console, exit_codes
 from engage.cli.exit_codes import EXIT_CODES
 from engage.errors import DataError, EngageError
 
-# engage.cli re-exports the function main(), which shadows the module of that name.
-main = importlib.import_module("engage.cli.main")
 README = Path(__file__).resolve().parents[3] / "README.md"
 
 
@@ -64,9 +61,9 @@ def test_every_code_is_in_the_readme_table(code: int) -> None:
 
 @pytest.fixture
 def guarded(monkeypatch: pytest.MonkeyPatch):
-    """``main._guarded`` without touching the test process's SIGTERM handler."""
-    monkeypatch.setattr(main.signal, "signal", lambda *args: None)
-    return main._guarded
+    """``console.guarded`` without touching the test process's SIGTERM handler."""
+    monkeypatch.setattr(console.signal, "signal", lambda *args: None)
+    return console.guarded
 
 
 def test_cli_maps_an_engage_error_to_its_code_and_headline(guarded, capsys) -> None:

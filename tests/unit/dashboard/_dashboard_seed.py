@@ -2,7 +2,9 @@
 
 Filled through engage's own write paths: ``StoreSink`` (what jobs and replicas write the
 event store with), the federated server's ``report.round_events``, the registry's
-``promote``; MLflow runs carry the same metric keys and tags as the runners log.
+``promote``; MLflow runs carry the same metric keys, parameters and tags as the runners
+log: per-epoch metrics, rank 0's per-step timings and resources, the flattened spec as
+parameters and the lineage tags.
 """
 
 from __future__ import annotations
@@ -30,6 +32,14 @@ TRAIN_JOB = "quickstart-occupancy"
 APP = "occupancy"
 CLIENTS = ("house-01", "house-02", "house-03", "house-04")
 ROUNDS = 4
+TRAIN_PARAMS = {
+    "data.source": "data/occupancy.csv",
+    "model.hidden": "[32, 16]",
+    "train.epochs": "3",
+    "train.lr": "0.01",
+    "train.batch_size": "64",
+}
+COMPARED_LR = "0.003"
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,7 @@ class Seeded:
     fl_run: str
     running_run: str
     monitoring_run: str
+    compared_run: str
 
 
 def seed(home: Path) -> Seeded:
@@ -48,29 +59,36 @@ def seed(home: Path) -> Seeded:
     store = EventStore.open(home)
     try:
         train_run = _training_run(client, store)
-        running = _running_job(store)
+        compared = _compared_run(client)
+        running = _running_job(client, store)
         monitoring = _drift(client, store)
         fl_run = _federated(client, store)
     finally:
         store.close()
-    return Seeded(home, train_run, fl_run, running, monitoring)
+    return Seeded(home, train_run, fl_run, running, monitoring, compared)
 
 
 def _training_run(client: Any, store: EventStore) -> str:
     experiment = ensure_experiment(client, "quickstart")
-    now = int(time.time() * 1000)
-    run = client.create_run(experiment, run_name="quickstart")
+    run = client.create_run(
+        experiment, run_name="quickstart", start_time=_ago_ms(900), tags=_lineage("a1b2c3d")
+    )
     run_id = run.info.run_id
     from mlflow.entities import Metric, Param
 
-    metrics = [Metric("train_loss", 0.9 - 0.2 * e, now, e) for e in range(3)]
-    metrics += [Metric("val_accuracy", 0.9 + 0.04 * e, now, e) for e in range(3)]
+    start = _ago_ms(900)
+    metrics = [Metric("train_loss", 0.9 - 0.2 * e, start + 60_000 * (e + 1), e) for e in range(3)]
+    metrics += [
+        Metric("val_accuracy", 0.9 + 0.04 * e, start + 60_000 * (e + 1), e) for e in range(3)
+    ]
+    metrics += _step_metrics(start, steps=120, stall_from=None)
     params = [
         Param("tracking.registration.gate.metric", "val_accuracy"),
         Param("tracking.registration.gate.direction", "maximize"),
+        *(Param(k, v) for k, v in TRAIN_PARAMS.items()),
     ]
     client.log_batch(run_id, metrics=metrics, params=params)
-    client.set_terminated(run_id)
+    client.set_terminated(run_id, end_time=start + 200_000)
     client.create_registered_model(MODEL)
     tags = {
         "engage.gate": "gate passed: val_accuracy = 0.98 (needs >= 0.8)",
@@ -91,9 +109,37 @@ def _training_run(client: Any, store: EventStore) -> str:
     return run_id
 
 
-def _running_job(store: EventStore) -> str:
-    """A job running in this very process (so it is not "lost"), with a firing alert."""
-    run_id = "running0000000000000000000000001"
+def _compared_run(client: Any) -> str:
+    """A second quickstart run with another learning rate: what the Experiments page compares."""
+    experiment = ensure_experiment(client, "quickstart")
+    start = _ago_ms(600)
+    run = client.create_run(
+        experiment, run_name="quickstart-lr", start_time=start, tags=_lineage("d4e5f6a")
+    )
+    run_id = run.info.run_id
+    from mlflow.entities import Metric, Param
+
+    metrics = [Metric("train_loss", 1.0 - 0.1 * e, start + 60_000 * (e + 1), e) for e in range(3)]
+    metrics += [
+        Metric("val_accuracy", 0.85 + 0.02 * e, start + 60_000 * (e + 1), e) for e in range(3)
+    ]
+    params = {**TRAIN_PARAMS, "train.lr": COMPARED_LR}
+    client.log_batch(run_id, metrics=metrics, params=[Param(k, v) for k, v in params.items()])
+    client.set_terminated(run_id, end_time=start + 190_000)
+    return run_id
+
+
+def _running_job(client: Any, store: EventStore) -> str:
+    """A job running in this very process (so it is not "lost"), with a firing alert.
+
+    Its MLflow run has the per-step timings and resources of its last five minutes, the
+    data stall rising half-way: what the Job page draws while a job runs.
+    """
+    experiment = ensure_experiment(client, "still-training")
+    start = _ago_ms(300)
+    run = client.create_run(experiment, run_name="still-training", start_time=start)
+    run_id = run.info.run_id
+    client.log_batch(run_id, metrics=_step_metrics(start, steps=150, stall_from=75))
     sink = StoreSink(store, "still-training", run_id)
     sink.start(None)
     sink.stage("train")
@@ -101,6 +147,52 @@ def _running_job(store: EventStore) -> str:
     alert = _alert("EngageJobStalled", "firing", "critical", "no training step for 120 s")
     sink.emit([Event("lifecycle", "alert", data=alert)])
     return run_id
+
+
+def _step_metrics(start_ms: int, steps: int, stall_from: int | None) -> list:
+    """Rank 0's per-step timings and resources, as the training loop reports them."""
+    from mlflow.entities import Metric
+
+    out, cpu = [], 0.0
+    for step in range(1, steps + 1):
+        ts = start_ms + 2_000 * step
+        wait = 0.06 if stall_from is not None and step >= stall_from else 0.004 + 0.001 * (step % 3)
+        compute = 0.04 + 0.002 * (step % 5)
+        out += [
+            Metric("step_seconds", wait + compute, ts, step),
+            Metric("data_wait_seconds", wait, ts, step),
+            Metric("compute_seconds", compute, ts, step),
+            Metric("samples", 64.0, ts, step),
+        ]
+        cpu += 1.6
+        out += [
+            Metric("worker_cpu_seconds", cpu, ts, step),
+            Metric("worker_resident_memory_bytes", (300 + 0.4 * step) * 2**20, ts, step),
+        ]
+    return out
+
+
+def _lineage(commit: str) -> dict[str, str]:
+    """The tags ``engage run`` sets (engage.tracking.lineage and runtime.stages.open_run)."""
+    return {
+        "mlflow.source.git.commit": commit * 5 + "12345",
+        "engage.git.branch": "main",
+        "engage.git.dirty": "false",
+        "engage.dataset.digest": "5f2c9e1d0b7a4c3e",
+        "engage.dataset.rows": "8143",
+        "engage.dataset.source": "data/occupancy.csv",
+        "engage.pipeline": "quickstart",
+        "engage.spec_file": "pipelines/quickstart.yaml",
+        "engage.version": "0.1.0",
+        "engage.python": "3.11.9",
+        "engage.torch": "2.5.1",
+        "engage.host": "laptop",
+        "engage.cpus": "2",
+    }
+
+
+def _ago_ms(seconds: float) -> int:
+    return int((time.time() - seconds) * 1000)
 
 
 def _drift(client: Any, store: EventStore) -> str:
@@ -169,7 +261,7 @@ def _federated(client: Any, store: EventStore) -> str:
 
 
 def _child_run(client: Any, experiment: str, parent: str, r: RoundResult, events) -> None:
-    """The round's child run as ``federated.runner._child`` logs it."""
+    """The round's child run as ``federated.job._child`` logs it."""
     from mlflow.entities import Metric
 
     tags = {

@@ -8,8 +8,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from engage.data import SOURCES, DataSource, get_source, load_frame, prepare, validate_frame
+from engage.data import (
+    SOURCES,
+    DataSource,
+    get_source,
+    load_frame,
+    prepare,
+    register_source,
+    sources,
+    validate_frame,
+)
 from engage.errors import DataError
+from engage.registry import Registry
+from engage.spec.models import DataSpec
 
 from ._builders import clean_table, file_spec, synthetic_spec, write
 
@@ -45,6 +56,45 @@ def test_unknown_source_lists_the_valid_ones() -> None:
 
     assert "'sql'" in str(caught.value)
     assert "csv, parquet, synthetic" in str(caught.value)
+
+
+def test_a_second_source_under_a_taken_name_is_refused() -> None:
+    existing = SOURCES.get("csv")
+
+    class AnotherCsv(DataSource):
+        """A second class that claims the name ``csv``."""
+
+        name = "csv"
+
+        def load(self, spec: DataSpec, base_dir: Path) -> pd.DataFrame:
+            return pd.DataFrame()
+
+    with pytest.raises(ValueError, match="data source 'csv' is already registered"):
+        register_source(AnotherCsv)
+
+    assert SOURCES.get("csv") is existing
+
+
+def test_a_new_source_is_one_class_and_one_decorator(monkeypatch: pytest.MonkeyPatch) -> None:
+    registry: Registry[type[DataSource]] = Registry("data source", DataError)
+    for _, cls in SOURCES.items():
+        registry.add(cls)
+    monkeypatch.setattr(sources, "SOURCES", registry)
+
+    @register_source
+    class Constant(DataSource):
+        """Three rows of one value (only for this test)."""
+
+        name = "constant"
+
+        def load(self, spec: DataSpec, base_dir: Path) -> pd.DataFrame:
+            return pd.DataFrame({"x": [1.0, 1.0, 1.0]})
+
+    frame = get_source("constant").load(synthetic_spec(), Path("."))
+
+    assert frame["x"].tolist() == [1.0, 1.0, 1.0]
+    assert registry.names() == ["constant", "csv", "parquet", "synthetic"]
+    assert "constant" not in SOURCES
 
 
 def test_synthetic_source_uses_the_spec_parameters() -> None:

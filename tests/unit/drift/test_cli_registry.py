@@ -50,7 +50,7 @@ def test_no_drift_exits_0_with_a_row_per_feature_and_detector(store, tmp_path) -
     assert f"against {MODEL} version 1 (run " in text
     rows = _rows(result.output)
     assert set(rows) == {"a", "b", "c"}
-    assert sorted(r[0] for r in rows["c"]) == ["ks", "quality"]
+    assert sorted(r[0] for r in rows["c"]) == ["ks_ess", "quality"]
     assert all(r[-1] == "no" for rs in rows.values() for r in rs)
     assert "no drift: 2 detector(s) checked" in text
 
@@ -59,12 +59,12 @@ def test_drift_exits_8_and_names_the_feature_that_moved(store, tmp_path) -> None
     result, text = _check(store, f"{MODEL}@champion", _parquet(tmp_path, shift=1.0))
 
     assert result.exit_code == 8, result.output
-    ks = {f: next(r for r in rs if r[0] == "ks") for f, rs in _rows(result.output).items()}
+    ks = {f: next(r for r in rs if r[0] == "ks_ess") for f, rs in _rows(result.output).items()}
     assert ks["c"][-1] == "yes"
     assert float(ks["c"][2]) < 0.05
     assert (ks["a"][-1], ks["b"][-1]) == ("no", "no")
     assert "error: drift detected" in text
-    assert "ks in c" in text
+    assert "ks_ess in c" in text
 
 
 def test_a_version_number_works_like_an_alias(store, tmp_path) -> None:

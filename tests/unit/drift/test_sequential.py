@@ -101,3 +101,92 @@ def test_threshold_scale_multiplies_the_calibrated_thresholds(pop, cusum) -> Non
 def test_threshold_scale_must_be_positive() -> None:
     with pytest.raises(ValueError, match="threshold_scale > 0"):
         make_detector("cusum", threshold_scale=0.0)
+
+
+# -- change-point semantics: one alarm per change, a new regime, a return clears -------------
+@pytest.fixture(scope="module")
+def steady(pop):
+    """A cusum with few false alarms, so that every alarm in these streams is a change."""
+    return make_detector("cusum", ert=50_000, n_sims=100, sim_length=1000).fit(pop.reference)
+
+
+def _stepped(pop, shifts: list[tuple[int, float]], n: int, seed: int = 21) -> np.ndarray:
+    """No-drift rows with temperature moved by ``shift`` reference sds from row ``at`` on."""
+    x = make_stream("no_drift", seed=seed, n=n, pop=pop).x.copy()
+    sd = pop.reference.std[0]
+    for at, shift in shifts:
+        x[at:, 0] += shift * sd
+    return x
+
+
+def _feed(detector, x: np.ndarray, chunk: int = 50) -> tuple[list[int], list]:
+    """Alarm rows of the stream (from ``extra["alarms"]``) and every check's result."""
+    detector.reset()
+    alarms, results = [], []
+    for lo in range(0, len(x), chunk):
+        r = detector.check(x[lo : lo + chunk])
+        assert r.error is None, r.error
+        alarms += [lo + i for i in r.extra["alarms"]]
+        results.append(r)
+    return alarms, results
+
+
+def test_a_lasting_step_shift_gives_exactly_one_alarm_dated_at_its_start(pop, steady) -> None:
+    x = _stepped(pop, [(300, 1.0)], n=3000)
+
+    alarms, results = _feed(steady, x)
+
+    assert len(alarms) == 1, alarms
+    assert 300 <= alarms[0] < 400
+    last = results[-1]
+    assert last.is_drift
+    assert last.regime.changed
+    assert 280 <= last.regime.since <= alarms[0]
+    assert "temperature" in last.regime.features
+    assert all(r.is_drift for r in results[alarms[0] // 50 :])  # drifted from then on
+
+
+def test_a_shift_back_returns_to_the_reference_regime(pop, steady) -> None:
+    x = _stepped(pop, [(300, 1.5), (1300, -1.5)], n=2500)
+
+    alarms, results = _feed(steady, x)
+
+    assert len(alarms) == 1, alarms  # the return is not a new alarm
+    assert results[1200 // 50].regime.changed
+    last = results[-1]
+    assert not last.regime.changed
+    assert not last.is_drift
+    assert last.regime.features == ()
+    assert last.statistic < 1.0
+
+
+@pytest.mark.parametrize("chunk", [50, 3000])
+def test_the_alarm_does_not_depend_on_how_rows_are_chunked(pop, steady, chunk) -> None:
+    x = _stepped(pop, [(300, 1.0)], n=3000)
+
+    alarms, _ = _feed(steady, x, chunk)
+    again, _ = _feed(steady, x, 50)
+
+    assert alarms == again
+
+
+def test_the_statistic_grows_with_the_shift_size(pop, steady) -> None:
+    statistics = []
+    for shift in (0.5, 1.0, 2.0):
+        _, results = _feed(steady, _stepped(pop, [(100, shift)], n=800))
+        (temperature,) = [f for f in results[-1].features if f.feature == "temperature"]
+        statistics.append(temperature.statistic)
+
+    assert statistics == sorted(statistics), statistics
+    assert statistics[0] >= 1.0
+    assert statistics[2] > 2 * statistics[0]
+
+
+def test_reset_starts_a_new_stream_in_the_reference_regime(pop, steady) -> None:
+    _feed(steady, _stepped(pop, [(0, 2.0)], n=300))
+    steady.reset()
+
+    result = steady.check(make_stream("no_drift", seed=4, n=50, pop=pop).x)
+
+    assert not result.is_drift
+    assert result.regime.changed is False

@@ -1,4 +1,7 @@
-"""DriftWatcher without Ray: scenario streams as served samples, a real metrics sink and store."""
+"""DriftWatcher without Ray: scenario streams as served samples, a real metrics sink and store.
+
+The watcher reports through its Reporter only; the tests wire the sinks the serving hooks
+wire (Prometheus families, the event store), so alerts reach the store by the report path."""
 
 from __future__ import annotations
 
@@ -11,13 +14,13 @@ from numpy.lib.stride_tricks import sliding_window_view
 from prometheus_client import CollectorRegistry
 
 from engage.drift import DriftResult, FeatureDrift
+from engage.drift.samples import Sample
 from engage.drift.scenarios import FEATURES, make_stream, population
 from engage.drift.watch import DRIFT_RULE, FAILED_RULE, PROXY, SHIFT_RULE, DriftWatcher
 from engage.events import FanOut, Reporter
 from engage.monitor.serving import ServingMetrics
 from engage.monitor.store import EventStore
 from engage.monitor.store_sink import StoreSink
-from engage.serve.sampling import Sample
 from engage.spec.models import DriftWatchSpec
 
 MODEL = "occupancy"
@@ -53,7 +56,7 @@ def watched(tmp_path):
 
     def make(spec: DriftWatchSpec = SPEC) -> DriftWatcher:
         sink = StoreSink(store, "serve-app", "run1")
-        return DriftWatcher(spec, Reporter(FanOut([recorder])), load, sink, "app")
+        return DriftWatcher(spec, Reporter(FanOut([recorder, sink])), load, "app")
 
     return make, recorder, registry, store, loads
 
@@ -200,7 +203,7 @@ def test_a_version_without_reference_is_skipped_with_one_event(tmp_path):
     store = EventStore.open(tmp_path)
     recorder = _Recorder(ServingMetrics(CollectorRegistry(), "app", "run1", "r0"))
     sink = StoreSink(store, "serve-app", "run1")
-    watcher = DriftWatcher(SPEC, Reporter(FanOut([recorder])), lambda m, v: None, sink)
+    watcher = DriftWatcher(SPEC, Reporter(FanOut([recorder, sink])), lambda m, v: None)
 
     _feed(watcher, _samples(make_stream("no_drift", seed=11, n=200).x))
 
@@ -273,7 +276,8 @@ def _proxy_watcher(tmp_path, outputs: np.ndarray | None, spec: DriftWatchSpec = 
     store = EventStore.open(tmp_path)
     reference = replace(population().reference, outputs=outputs)
     sink = StoreSink(store, "serve-app", "run1")
-    watcher = DriftWatcher(spec, Reporter(FanOut([recorder])), lambda m, v: reference, sink, "app")
+    reporter = Reporter(FanOut([recorder, sink]))
+    watcher = DriftWatcher(spec, reporter, lambda m, v: reference, "app")
     return watcher, recorder, registry, store
 
 
@@ -421,3 +425,80 @@ def test_a_single_output_model_is_checked_as_regression_on_its_values(tmp_path):
     (alert,) = _shift_alerts(recorder)
     assert alert["features"] == ["prediction"]
     assert _gauge(registry, PROXY) == 1.0
+
+
+# -- change-point semantics: drifted since T, on these features, until the regime returns ---
+CUSUM_ONLY = DriftWatchSpec(detectors=["cusum"], check_every=50, min_samples=50, ert=100_000.0)
+
+
+def _drift_alerts(recorder: _Recorder) -> list[dict]:
+    return [a for a in recorder.alerts() if a["rule"] == DRIFT_RULE]
+
+
+def _stepped(shifts: list[tuple[int, float]], n: int, seed: int) -> np.ndarray:
+    x = make_stream("no_drift", seed=seed, n=n).x.copy()
+    sd = population().reference.std[0]
+    for at, shift in shifts:
+        x[at:, 0] += shift * sd
+    return x
+
+
+def test_a_lasting_shift_is_one_alert_dated_at_the_change_and_stays_drifted(watched):
+    make, recorder, registry, store, _ = watched
+    watcher = make(CUSUM_ONLY)
+    gauges = []
+
+    for lo in range(0, 3000, 100):  # the samples' timestamps are their row numbers
+        x = _stepped([(500, 1.0)], n=3000, seed=50)
+        _feed(watcher, _samples(x)[lo : lo + 100])
+        gauges.append(_gauge(registry, "cusum"))
+
+    (alert,) = _drift_alerts(recorder)
+    assert alert["state"] == "firing"
+    assert alert["features"] == ["temperature"]
+    assert 470 <= alert["started"] <= 600
+    assert "since 1970-01-01T00:0" in alert["summary"]
+    status = watcher.status(MODEL, "1")
+    assert (status.drifting, status.features, status.since) == (True, ("temperature",), alert["started"])
+    first = next(i for i, g in enumerate(gauges) if g == 1.0)
+    assert all(g == 1.0 for g in gauges[first:])  # drifted from the change on, not now and then
+    assert [a.rule for a in store.open_alerts()] == [DRIFT_RULE]
+
+
+def test_the_alert_resolves_when_the_stream_is_back_in_the_reference_regime(watched):
+    make, recorder, registry, store, _ = watched
+    watcher = make(CUSUM_ONLY)
+
+    _feed(watcher, _samples(_stepped([(300, 2.0), (1200, -2.0)], n=2000, seed=51)))
+
+    alerts = _drift_alerts(recorder)
+    assert [a["state"] for a in alerts] == ["firing", "resolved"]
+    assert "back in the reference regime" in alerts[1]["summary"]
+    assert watcher.status(MODEL, "1").drifting is False
+    assert _gauge(registry, "cusum") == 0.0
+    assert store.open_alerts() == []
+
+
+def test_renewing_the_reference_resolves_the_drift(watched):
+    make, recorder, _, store, loads = watched
+    watcher = make(CUSUM_ONLY)
+    _feed(watcher, _samples(_stepped([(100, 2.0)], n=400, seed=52)))
+
+    watcher.renew(MODEL, "1")
+
+    assert [a["state"] for a in _drift_alerts(recorder)] == ["firing", "resolved"]
+    assert "renewed" in _drift_alerts(recorder)[1]["summary"]
+    assert watcher.status(MODEL, "1").drifting is False
+    assert store.open_alerts() == []
+    assert loads == [(MODEL, "1"), (MODEL, "1")]  # loaded again and refitted
+
+
+def test_without_a_store_sink_nothing_is_stored(tmp_path):
+    store = EventStore.open(tmp_path)
+    recorder = _Recorder(ServingMetrics(CollectorRegistry(), "app", "run1", "r0"))
+    watcher = DriftWatcher(CUSUM_ONLY, Reporter(FanOut([recorder])), lambda m, v: None)
+
+    _feed(watcher, _samples(make_stream("no_drift", seed=53, n=100).x))
+
+    assert [e.name for e in recorder.events] == ["drift_unavailable"]  # one route: the reporter
+    assert store.events() == []

@@ -8,8 +8,8 @@ import stat
 import numpy as np
 import pytest
 
+from engage.errors import FederatedError
 from engage.federated import wire
-from engage.federated.errors import FederatedError
 from engage.federated.keys import KeyStore, key_dir
 from engage.federated.verify import Reason, UpdateVerifier
 from tests.unit.federated._helpers import SCHEMA, vector

@@ -4,12 +4,13 @@ dropouts and quarantine behave. Real local training on a small smart-living part
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from engage.federated import report
+from engage.federated import report, wire
 from engage.federated.keys import KeyStore
 from engage.federated.partition import partition
 from engage.federated.simulation import build
@@ -219,3 +220,56 @@ def test_the_served_model_takes_raw_windows_with_the_pooled_statistics(setup):
         out = model(torch.from_numpy(raw[:3]))
     assert out.shape == (3, data.shape.outputs)
     assert 0.0 <= served_metrics(training, model, data)["served_test_accuracy"] <= 1.0
+
+
+def _first_round_messages(sim) -> dict[str, bytes]:
+    """The signed updates the clients send in round 1 of ``sim``, as the server receives them."""
+    server = sim.server
+    selected = server.sample(1)
+    server.verifier.begin_round(1, set(selected), set())
+    return server.collect(1, selected).messages
+
+
+def test_an_update_from_another_run_is_rejected_as_a_replay(setup):
+    """Keys outlive a run: round 1 of one run must not count in round 1 of the next."""
+    earlier, this_run = _sim(setup), _sim(setup)
+    captured = _first_round_messages(earlier)
+    this_run.server.verifier.begin_round(1, set(captured), set())
+
+    verdicts = [this_run.server.verifier.check(raw) for raw in captured.values()]
+
+    assert verdicts
+    assert {v.reason for v in verdicts} == {Reason.REPLAYED}
+    assert all("another run" in v.detail for v in verdicts)
+    assert not this_run.server.run_round(1).rejected  # its own clients still get through
+
+
+def test_a_signed_inflated_sample_count_is_bound_to_what_the_server_assigned(setup):
+    """A client holds its own key, so it can sign any count; FedAvg must not weight by it."""
+    _, data, keys = setup
+    sim = _sim(setup, "federated.aggregator.name=fedavg")
+    messages = _first_round_messages(sim)
+    client = sorted(messages)[0]
+    header, payload = wire.unpack(messages[client], 1 << 30)
+    inflated = dataclasses.replace(header, num_samples=10**12, signature=None)
+    signature = keys.signer(client, "hmac-sha256").sign(inflated.signed_bytes()).hex()
+    raw = wire.pack(dataclasses.replace(inflated, signature=signature), payload)
+    assigned = {c.client: len(c.train.y) for c in data.clients}
+
+    verdict = sim.server.verifier.check(raw)
+
+    assert verdict.accepted
+    assert verdict.update.num_samples == assigned[client]
+    assert "clamped" in verdict.detail
+
+
+def test_honest_sample_counts_pass_unchanged(setup):
+    _, data, _ = setup
+    sim = _sim(setup)
+    messages = _first_round_messages(sim)
+    assigned = {c.client: len(c.train.y) for c in data.clients}
+
+    verdicts = [sim.server.verifier.check(raw) for raw in messages.values()]
+
+    assert all(v.accepted and v.detail == "" for v in verdicts)
+    assert {v.client: v.update.num_samples for v in verdicts} == {c: assigned[c] for c in messages}

@@ -33,10 +33,21 @@ def test_the_payload_is_little_endian_float32_bytes_and_nothing_is_pickled() -> 
 def test_a_global_model_message_round_trips() -> None:
     v = vector(2)
 
-    r, out = wire.decode_global(wire.encode_global(5, v, SCHEMA), SCHEMA, 1 << 16)
+    session = "5e" * 16
+
+    r, out, got = wire.decode_global(wire.encode_global(5, v, SCHEMA, session), SCHEMA, 1 << 16)
 
     assert r == 5
     np.testing.assert_array_equal(out, v)
+    assert got == session
+
+
+def test_the_session_is_part_of_what_the_signature_covers() -> None:
+    raw = wire.encode_update(signer(), 1, vector(), SCHEMA, 1, session="ab" * 16)
+    header, _ = wire.unpack(raw, 1 << 16)
+
+    assert header.session == "ab" * 16
+    assert b'"session":"' + b"ab" * 16 + b'"' in header.signed_bytes()
 
 
 @pytest.mark.parametrize(

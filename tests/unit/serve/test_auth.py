@@ -48,3 +48,47 @@ def test_bad_credentials(header, status):
 def test_right_token_passes_and_no_auth_passes_everything():
     auth.check(f"Bearer {TOKEN}", auth.digest(TOKEN))
     auth.check(None, None)
+
+
+# -- auth per listener (issue 11 item 1) ---------------------------------------------------
+OPEN = auth.Listener("0.0.0.0", 8731)
+LOCAL = auth.Listener("127.0.0.1", 8731)
+
+
+def test_an_app_without_token_on_a_non_loopback_listener_is_refused_whatever_it_asked():
+    """The bypass: the second deploy asked for 127.0.0.1, Serve listens on 0.0.0.0."""
+    with pytest.raises(EngageError) as caught:
+        auth.listener_digest(OPEN, "127.0.0.1", "T", environ={})
+
+    message = caught.value.message
+    assert "listens on 0.0.0.0:8731" in message
+    assert "requested host 127.0.0.1 cannot change it" in message
+    assert "$T is not set" in message
+
+
+def test_an_app_with_a_token_on_a_non_loopback_listener_gets_its_digest():
+    assert auth.listener_digest(OPEN, "127.0.0.1", "T", environ={"T": TOKEN}) == auth.digest(
+        TOKEN
+    )
+
+
+def test_a_loopback_listener_serves_openly_even_when_the_spec_asked_for_all_interfaces():
+    """Serve kept its loopback listener: nothing is exposed, so no token is needed."""
+    assert auth.listener_digest(LOCAL, "0.0.0.0", "T", environ={}) is None
+
+
+def test_a_token_set_on_a_loopback_listener_is_still_checked():
+    assert auth.listener_digest(LOCAL, "127.0.0.1", "T", environ={"T": TOKEN}) is not None
+
+
+def test_listener_addresses_and_urls():
+    assert OPEN.address == "0.0.0.0:8731" and not OPEN.loopback
+    assert auth.Listener("::1", 80).address == "[::1]:80" and auth.Listener("::1", 80).loopback
+    assert LOCAL.url("/open/") == "http://127.0.0.1:8731/open"
+    assert LOCAL.url("/") == "http://127.0.0.1:8731"
+
+
+def test_clients_send_the_token_only_when_there_is_one():
+    assert auth.auth_headers("T", environ={"T": TOKEN}) == {"Authorization": f"Bearer {TOKEN}"}
+    assert auth.auth_headers("T", environ={}) == {}
+    assert auth.auth_headers(None, environ={"T": TOKEN}) == {}

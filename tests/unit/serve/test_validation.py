@@ -137,3 +137,31 @@ def test_input_spec_from_mlflow_signature():
     inputs = [{"type": "tensor", "tensor-spec": {"dtype": "float32", "shape": [-1, 30, 5]}}]
 
     assert InputSpec.from_signature(inputs) == InputSpec(30, 5, "float32")
+
+
+HOSTILE = [
+    ("5,000-deep nesting", b'{"inputs": ' + b"[" * 5000 + b"]" * 5000 + b"}", "too_deep"),
+    ("5,000-deep object", b'{"a": ' * 5000 + b"1" + b"}" * 5000, "too_deep"),
+    ("5,000-digit integer", b'{"inputs": [[[' + b"9" * 5000 + b", 1]]]}", "number_too_long"),
+    (
+        "5,000-digit request id",
+        b'{"inputs": [[[1, 2], [3, 4], [5, 6]]], "request_ids": [' + b"9" * 5000 + b"]}",
+        "number_too_long",
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "body", "code"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_json_is_a_400_not_a_crash(what, body, code):
+    error = _error(body)
+
+    assert (error.status, error.code) == (400, code)
+    assert error.message
+
+
+def test_long_floats_and_moderate_nesting_still_parse():
+    digits = "1." + "3" * 400  # a long float is a float, not the integer-length limit
+    body = f'{{"inputs": [[[{digits}, 2], [3, 4], [5, 6]]]}}'.encode()
+
+    assert _parse(body).inputs.shape == (1, 3, 2)
+    assert _error(b'{"inputs": ' + b"[" * 50 + b"]" * 50 + b"}").status == 422

@@ -37,7 +37,7 @@ def test_every_field_is_described(path, model):
 
 @pytest.mark.parametrize("name", sorted(MODEL_BUILDERS))
 def test_every_builder_param_is_described(name):
-    model = MODEL_BUILDERS[name].params_model
+    model = MODEL_BUILDERS.get(name).params_model
     for field, info in model.model_fields.items():
         assert describe(f"model.params.{name}", field, info), f"{name}.{field}"
 

@@ -234,3 +234,32 @@ def test_child_run_is_nested_under_its_parent(run: Drained, tmp_path: Path) -> N
 
     assert tags["mlflow.parentRunId"] == run.run_id
     assert tags["engage.round"] == "1"
+
+
+class _FullSpool:
+    path = Path("/full/spool.db")
+
+    def end_run(self, run: str, status: str) -> None:
+        from engage.errors import TrackingError
+
+        raise TrackingError(f"the tracking spool at {self.path} refused a write: disk full")
+
+
+def test_ending_a_failed_run_on_a_full_disk_keeps_the_real_error() -> None:
+    # Issue 11 item 3: end_run in the runner's `finally` replaced the job's own error.
+    run = PipelineRun(_FullSpool(), "local", "sqlite:///x.db", "exp")
+
+    with pytest.raises(ValueError, match="the real cause"), pytest.warns(UserWarning, match="disk full"):
+        try:
+            raise ValueError("the real cause")
+        finally:
+            run.end("FAILED")
+
+
+def test_ending_a_finished_run_on_a_full_disk_is_a_tracking_error() -> None:
+    from engage.errors import TrackingError
+
+    run = PipelineRun(_FullSpool(), "local", "sqlite:///x.db", "exp")
+
+    with pytest.raises(TrackingError, match="/full/spool.db"):
+        run.end("FINISHED")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sqlite3
 import multiprocessing
 import subprocess
 from pathlib import Path
@@ -167,3 +169,35 @@ def test_full_disk_refuses_the_write_instead_of_dropping_it(mounted) -> None:
 
     assert written > 0
     assert len(spool.pending(run, 1_000_000)) == written  # every acknowledged point is there
+
+
+def _fill_to_the_brim(spool: Spool, run: str) -> None:
+    # Empty the WAL (a write could reuse its space), then take every block that is left.
+    with sqlite3.connect(spool.path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with contextlib.suppress(OSError), open(spool.path.parent / "filler", "wb") as filler:
+        for _ in range(10_000):
+            filler.write(b"x" * 4096)
+            filler.flush()
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda s, run: s.create_run("sqlite:///x.db", "exp", "r" * 5000, {"k": "v" * 5000}),
+        lambda s, run: s.append_op(run, "text", {"text": "x" * 50_000, "artifact_file": "a"}),
+        lambda s, run: s.end_run(run, "FAILED"),
+    ],
+    ids=["create_run", "append_op", "end_run"],
+)
+def test_every_write_on_a_full_disk_is_a_tracking_error_naming_the_file(mounted, write) -> None:
+    # Issue 11 item 3: sqlite3 errors from these writes used to escape as exit 70.
+    spool = Spool(mounted("size=256k") / "spool.db")
+    run = _run(spool)
+    _fill_to_the_brim(spool, run)
+
+    with pytest.raises(TrackingError) as caught:
+        write(spool, run)
+
+    assert str(spool.path) in caught.value.message
+    assert "disk" in caught.value.hint

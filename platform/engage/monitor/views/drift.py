@@ -19,7 +19,7 @@ import pandas as pd
 
 from engage.monitor._schema import AlertRecord
 from engage.monitor.store import EventStore
-from engage.monitor.views.sources import named_events, reading_mlflow
+from engage.monitor.views.sources import local_time, named_events, reading_mlflow
 
 # The first is the input drift alert whose features the page shows as "moved".
 DRIFT_RULES = ("EngageDriftDetected", "EngageDriftCheckFailed", "EngagePredictionShift")
@@ -102,12 +102,13 @@ def _deployment(client: Any, run: Any, alerts: list[AlertRecord], moved: dict) -
             for k in keys
             if k.startswith(_CHECKS)
         }
+    features = moved.get(model, ((), False))[0]
     view = DriftView(
         tags.get("engage.serve.app"),
         model,
         versions,
         run.info.run_id,
-        _latest(history, run.data.metrics, detectors),
+        _latest(history, run.data.metrics, detectors, features),
         history,
         checks,
         tuple(a for a in alerts if a.labels.get("model") == model),
@@ -144,13 +145,25 @@ def _history(client: Any, run_id: str, keys: list[str], detectors: list[str]) ->
             if parts is None:
                 continue
             for m in client.get_metric_history(run_id, key):
-                time = pd.Timestamp(m.timestamp, unit="ms")
+                time = local_time(m.timestamp)
                 rows.append((time, m.step, parts[0], parts[1], series, float(m.value)))
     columns = ["time", "step", "detector", "feature", "series", "value"]
     return pd.DataFrame(rows, columns=columns).sort_values("time", ignore_index=True)
 
 
-def _latest(history: pd.DataFrame, metrics: dict[str, float], detectors: list[str]) -> pd.DataFrame:
+def _latest(
+    history: pd.DataFrame,
+    metrics: dict[str, float],
+    detectors: list[str],
+    moved: tuple[str, ...] = (),
+) -> pd.DataFrame:
+    """The newest statistic and threshold per detector and feature, with a per-feature verdict.
+
+    The verdict is the feature's own: the detector's latest verdict is drift *and* the
+    feature is one the drift alert names as moved (``all``, a multivariate test's single
+    pseudo-feature, takes the detector's verdict). None when the detector reported none, or
+    reported drift before any alert named the features.
+    """
     columns = ["detector", "feature", "statistic", "threshold", "detector says drift", "checked"]
     if history.empty:
         return pd.DataFrame(columns=columns)
@@ -159,13 +172,22 @@ def _latest(history: pd.DataFrame, metrics: dict[str, float], detectors: list[st
     when = last["time"].unstack("series").max(axis=1).reset_index(drop=True)
     detected = {d: metrics.get(_DETECTED + d) for d in detectors}
     table["detector says drift"] = [
-        None if detected.get(d) is None else bool(detected[d]) for d in table["detector"]
+        _feature_drifts(detected.get(d), f, moved)
+        for d, f in zip(table["detector"], table["feature"], strict=True)
     ]
     table["checked"] = when
     for col in ("statistic", "threshold"):
         if col not in table:
             table[col] = float("nan")
     return table[columns]
+
+
+def _feature_drifts(detected: float | None, feature: str, moved: tuple[str, ...]) -> bool | None:
+    if detected is None or detected != detected:  # NaN: the check failed, no verdict
+        return None
+    if not detected or feature == "all":
+        return bool(detected)
+    return feature in moved if moved else None  # drift, but no alert has named features yet
 
 
 def _moved_features(store: EventStore) -> dict[str, tuple[tuple[str, ...], bool]]:

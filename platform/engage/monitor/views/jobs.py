@@ -6,8 +6,11 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pandas as pd
+
 from engage.monitor._schema import AlertRecord
 from engage.monitor.store import EventStore
+from engage.monitor.views.sources import local_time
 
 # Metrics a job row shows, in this order, when its run has them.
 KEY_METRICS = (
@@ -69,6 +72,27 @@ def job_rows(
         rows, note = _with_mlflow(rows, client)
         notes += [note] if note else []
     return rows, notes
+
+
+def open_alert_count(rows: list[JobRow]) -> int:
+    """Open alerts on ``rows``: the number the Jobs page heads its table with."""
+    return sum(len(r.open_alerts) for r in rows)
+
+
+def jobs_timeline(rows: list[JobRow], now: float) -> pd.DataFrame:
+    """One bar per job from its start to its end (``now`` while it runs): the Jobs chart."""
+    shown = [r for r in rows if r.started_at]
+    return pd.DataFrame(
+        {
+            "job": [r.job for r in shown],
+            "run id": [r.run_id for r in shown],
+            "state": [r.state for r in shown],
+            "start": [local_time(r.started_at * 1000) for r in shown],
+            "end": [local_time((r.ended_at or now) * 1000) for r in shown],
+            "open alerts": [", ".join(r.open_alerts) or "-" for r in shown],
+        },
+        columns=["job", "run id", "state", "start", "end", "open alerts"],
+    )
 
 
 def alert_rows(store: EventStore | None, limit: int = 500) -> list[AlertRecord]:

@@ -6,8 +6,11 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from engage.errors import EngageError, TrackingError
 from engage.monitor._schema import EventRecord, events
@@ -117,3 +120,18 @@ def runs_with_events(store: EventStore, names: tuple[str, ...]) -> list[tuple[st
         .order_by(last.desc())
     )
     return [(r.run_id, r.job, float(r.last)) for r in store._rows(query)]
+
+
+def local_time(ms: float | None) -> pd.Timestamp | None:
+    """Epoch milliseconds (MLflow's timestamps) as a naive local wall-clock time.
+
+    Naive local, because that is what the tables show (``datetime.fromtimestamp``) and how
+    Vega-Lite reads a time without a zone: the charts' axes then agree with the tables.
+    """
+    return None if ms is None else pd.Timestamp.fromtimestamp(ms / 1000)
+
+
+def local_times(ms: pd.Series) -> pd.Series:
+    """:func:`local_time` for a whole column."""
+    zone = datetime.now().astimezone().tzinfo
+    return pd.to_datetime(ms, unit="ms", utc=True).dt.tz_convert(zone).dt.tz_localize(None)

@@ -1,26 +1,65 @@
-"""The stage bodies the runner calls, one function each."""
+"""The stage bodies every job kind shares or the pipeline kind calls, one function each.
+
+The job template (:mod:`engage.runtime.job`) calls :func:`open_run`, :func:`enter_ray`
+and :func:`start_monitor` for every kind; the centralised pipeline
+(:mod:`engage.runtime.pipeline`) adds :func:`prepare_data`, :func:`train`,
+:func:`evaluate`, :func:`export_model` and :func:`log_and_register`; its deploy stage is
+in :mod:`engage.runtime.deploy`.
+Each takes the typed :class:`~engage.runtime.options.RunOptions`.
+"""
 
 from __future__ import annotations
 
+import time
+import uuid
 from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from engage.data import PreparedData, prepare
-from engage.errors import EngageError
-from engage.events import Event, Reporter
+from engage.data.fingerprint import DatasetFingerprint
+from engage.events import Event, FanOut, Reporter
+from engage.runtime.options import RunOptions
 from engage.runtime.session import SessionInfo, ray_session, resolve_address
 from engage.spec import LoadedSpec
-from engage.tracking import PipelineRun, Spool, decide
+from engage.tracking import GateDecision, PipelineRun, Spool, decide
 from engage.tracking.store import resolve_tracking_uri
 from engage.train.builders import ModelShape
 
+if TYPE_CHECKING:
+    from engage.monitor import JobMonitor, StoreSink
+    from engage.train.trainer import TrainOutcome
+
+
+class RunDataset(Protocol):
+    """What :func:`open_run` records about a job's data (every kind's data stage has it)."""
+
+    @property
+    def frame(self) -> Any:
+        """The validated table (a ``pandas.DataFrame``)."""
+
+    @property
+    def fingerprint(self) -> DatasetFingerprint:
+        """The data's digest, source, schema and row count."""
+
+
+def new_run_name(name: str) -> str:
+    """A run name that sorts by start time and cannot collide: ``name-YYYYmmdd-HHMMSS-abcd``."""
+    return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+
 
 def prepare_data(loaded: LoadedSpec) -> PreparedData:
-    """Load, check, window and split the data; then the checks that need its size."""
+    """Load, check, window and split the data; then the checks that need its size.
+
+    Raises
+    ------
+    DataError
+        The data is missing, malformed or too small.
+    SpecError
+        ``train.batch_size`` or ``train.num_workers`` exceeds the training windows.
+    """
     data = prepare(loaded.spec.data, loaded.base_dir)
     n_train, train = len(data.train.y), loaded.spec.train
     if train.batch_size > n_train:
@@ -37,10 +76,10 @@ def prepare_data(loaded: LoadedSpec) -> PreparedData:
     return data
 
 
-def open_run(loaded: LoadedSpec, data: PreparedData, spool: Spool, options: Any) -> PipelineRun:
+def open_run(
+    loaded: LoadedSpec, data: RunDataset, spool: Spool, options: RunOptions
+) -> PipelineRun:
     """Spool the run with its parameters, spec, dataset and lineage (nothing waits on MLflow)."""
-    from engage.runtime.pipeline import new_run_name
-
     spec = loaded.spec
     uri = resolve_tracking_uri(spec.tracking.tracking_uri, options.tracking_uri, options.home)
     tags = {"engage.pipeline": spec.name, "engage.spec_file": str(loaded.path or "<string>")}
@@ -78,7 +117,9 @@ def open_run(loaded: LoadedSpec, data: PreparedData, spool: Spool, options: Any)
 _RUN_ID_WAIT_S = 10.0  # MLflow down: the monitor then names the run by its local id
 
 
-def start_monitor(loaded: LoadedSpec, run: PipelineRun, spool: Spool, options: Any, bus: Any):
+def start_monitor(
+    loaded: LoadedSpec, run: PipelineRun, spool: Spool, options: RunOptions, bus: FanOut
+) -> tuple[JobMonitor | None, StoreSink | None]:
     """The job's live monitor and its event-store sink (both None when the spec turns the
     monitor off); alerts the monitor raises are published on the job's bus."""
     from engage.monitor import EventStore, JobMonitor, StoreSink
@@ -99,14 +140,24 @@ def start_monitor(loaded: LoadedSpec, run: PipelineRun, spool: Spool, options: A
 
 @dataclass
 class RaySession:
+    """The Ray session a job holds between :func:`enter_ray` and :meth:`close`."""
+
     info: SessionInfo
     _stack: ExitStack
 
     def close(self) -> None:
+        """Leave the session (shuts down an embedded cluster this job started)."""
         self._stack.close()
 
 
-def enter_ray(options: Any) -> RaySession:
+def enter_ray(options: RunOptions) -> RaySession:
+    """Join the cluster of ``options`` or start an embedded one; close the result to leave.
+
+    Raises
+    ------
+    ClusterError
+        The cluster cannot be reached or refuses the connection.
+    """
     stack = ExitStack()
     address = resolve_address(options.address)
     info = stack.enter_context(
@@ -125,13 +176,22 @@ def train(
     loaded: LoadedSpec,
     data: PreparedData,
     run: PipelineRun,
-    sinks: list[Any],
-    options: Any,
+    bus: FanOut,
+    options: RunOptions,
     info: SessionInfo,
-):
+) -> TrainOutcome:
+    """Train the spec's model with Ray Train; the workers' events reach ``bus``.
+
+    Raises
+    ------
+    ClusterError
+        The workers cannot fit the cluster.
+    TrainingError
+        Training failed past the spec's failure budget.
+    """
     import ray
 
-    from engage.events import EventPump, FanOut, start_hub
+    from engage.events import EventPump, start_hub
     from engage.train.loop import TrainJob
     from engage.train.trainer import check_fits, fit
 
@@ -147,13 +207,15 @@ def train(
         spec.train, spec.model, spec.data.task, _shape(data), ray.put(arrays), hub, run.local_id
     )
     check_fits(job, info.resources)
-    pump = EventPump(hub, FanOut(sinks))
+    pump = EventPump(hub, bus)
     return fit(
         job, pump, storage=options.home / "ray_results", name=f"{spec.name}-{run.local_id[:8]}"
     )
 
 
-def evaluate(loaded: LoadedSpec, data: PreparedData, outcome: Any, reporter: Reporter):
+def evaluate(
+    loaded: LoadedSpec, data: PreparedData, outcome: TrainOutcome, reporter: Reporter
+) -> tuple[Any, dict[str, float]]:
     """Test-split metrics of the final model; returns (servable model, all final metrics)."""
     import torch
 
@@ -210,16 +272,22 @@ def _log_drift_reference(data: PreparedData, run: PipelineRun, model: Any) -> No
 
 @dataclass(frozen=True)
 class Logged:
-    """Spool entries of the model and of its registration (None when not registering)."""
+    """Spool entries of the model and of its registration.
 
-    model_seq: int
-    register_seq: int | None
-    decision: Any
+    ``model_seq`` is None when the job logged no model; ``register_seq`` is None when it
+    did not register one (no registration in the spec, or the gate refused).
+    """
+
+    model_seq: int | None = None
+    register_seq: int | None = None
+    decision: GateDecision | None = None
 
 
 def log_and_register(
     loaded: LoadedSpec, data: PreparedData, run: PipelineRun, model: Any, metrics: dict
 ) -> Logged:
+    """Log ``model`` with an input example, its drift reference and model card, then
+    register it when the spec's gate passes on ``metrics``."""
     import torch
 
     spec = loaded.spec
@@ -251,80 +319,15 @@ def log_and_register(
     return Logged(model_seq, run.register(registration_spec.model_name, model_seq, tags), decision)
 
 
-def export_model(loaded: LoadedSpec, data: PreparedData, run: PipelineRun, model: Any):
-    """ONNX and TorchScript copies, checked against torch on the test split (fails above
-    the spec's tolerance)."""
+def export_model(loaded: LoadedSpec, data: PreparedData, run: PipelineRun, model: Any) -> Any:
+    """ONNX and TorchScript copies, checked against torch on the test split.
+
+    Raises
+    ------
+    ExportError
+        An exported copy differs from torch above the spec's tolerance.
+    """
     from engage.export import export_stage
 
     spec = loaded.spec.export
     return export_stage(model, raw_inputs(data, spec.samples), spec, run)
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """What the deploy stage started, and the one prediction it checked it with."""
-
-    result: Any  # engage.serve.DeployResult
-    example_file: Path
-    response: dict[str, Any]
-
-
-def deploy(loaded: LoadedSpec, data: PreparedData, registration: Any, options: Any) -> Deployment:
-    """Serve the registered version, then send it one test window as a smoke test."""
-    import json
-    import urllib.request
-
-    spec = loaded.spec
-    uri = resolve_tracking_uri(spec.tracking.tracking_uri, options.tracking_uri, options.home)
-    result = _deploy_in_subprocess(
-        {
-            "model": f"{registration.name}/{registration.version}",
-            "spec": spec.deploy.model_dump(mode="json"),
-            "home": str(options.home),
-            "tracking_uri": uri,
-            "address": resolve_address(options.address),
-        }
-    )
-    example = {"inputs": raw_inputs(data, 1).tolist()}
-    example_file = options.home / "serve" / result.app / "example.json"
-    example_file.parent.mkdir(parents=True, exist_ok=True)
-    example_file.write_text(json.dumps(example))
-    predict_url = f"{result.url}/predict"
-    request = urllib.request.Request(
-        predict_url, data=example_file.read_bytes(), headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            response = json.loads(answer.read())
-    except (OSError, ValueError) as exc:  # HTTPError and URLError are OSErrors
-        raise EngageError(
-            f"the served model did not answer its first prediction at {predict_url}: {exc}",
-            hint="see `engage serve status`; the registered model is unaffected",
-        ) from None
-    return Deployment(result, example_file, response)
-
-
-def _deploy_in_subprocess(options: dict[str, Any]) -> Any:
-    """See engage.serve.deploy_job: this process already belongs to the job's Ray session."""
-    import json
-    import subprocess
-    import sys
-
-    from engage.serve import DeployResult
-
-    done = subprocess.run(
-        [sys.executable, "-m", "engage.serve.deploy_job"],
-        input=json.dumps(options),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    payload = json.loads(lines[-1]) if lines else {}
-    if done.returncode != 0 or "error" in payload or not payload:
-        message = payload.get("error") or (done.stderr.strip().splitlines() or ["no output"])[-1]
-        error = EngageError(f"deploy stage failed: {message}", hint=payload.get("hint"))
-        error.exit_code = done.returncode or 1
-        raise error
-    payload["replaced"] = tuple(payload.get("replaced", ()))
-    return DeployResult(**payload)

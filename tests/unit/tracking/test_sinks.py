@@ -1,4 +1,4 @@
-"""The runner's sinks: metrics into the spooled run, non-finite metrics as health events."""
+"""The tracking sinks every job kind uses: metrics into the spooled run, non-finite metrics as health events."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 
 from engage.events import Event
-from engage.runtime.pipeline import _HealthSink, _MetricSink
+from engage.tracking.sinks import HealthSink, MetricSink
 
 
 class FakeRun:
@@ -34,7 +34,7 @@ class Recorder:
 
 def test_nan_and_inf_metrics_become_health_events_and_run_tags() -> None:
     run, observer = FakeRun(), Recorder()
-    sink = _HealthSink(run, observer.emit)
+    sink = HealthSink(run, observer.emit)
 
     sink.emit(
         [
@@ -54,7 +54,7 @@ def test_nan_and_inf_metrics_become_health_events_and_run_tags() -> None:
 
 def test_finite_metrics_raise_nothing() -> None:
     run, observer = FakeRun(), Recorder()
-    sink = _HealthSink(run, observer.emit)
+    sink = HealthSink(run, observer.emit)
 
     sink.emit([Event("metric", "loss", 0.1, step=1), Event("progress", "epoch")])
 
@@ -67,14 +67,14 @@ def test_metric_sink_passes_every_event_to_the_run_unchanged() -> None:
     run = FakeRun()
     events = [Event("metric", "loss", math.nan, step=1), Event("progress", "step")]
 
-    _MetricSink(run).emit(events)
+    MetricSink(run).emit(events)
 
     assert run.events == events
 
 
 def test_alerts_are_tagged_on_the_run_as_they_fire_and_resolve() -> None:
     run, observer = FakeRun(), Recorder()
-    sink = _HealthSink(run, observer.emit)
+    sink = HealthSink(run, observer.emit)
 
     sink.emit(
         [
@@ -103,3 +103,16 @@ def test_alerts_are_tagged_on_the_run_as_they_fire_and_resolve() -> None:
     assert firing == {"engage.alert.EngageJobStalled": "firing: no step for 40 s"}
     assert run.tags == {"engage.alert.EngageJobStalled": "resolved: no step for 40 s"}
     assert observer.events == []
+
+
+def test_metric_sink_keeps_per_rank_and_per_client_copies_out_of_the_run() -> None:
+    """One sink for every job kind: rank 0 and the job's own series only."""
+    run = FakeRun()
+    own = Event("metric", "val_loss", 0.4, step=1, labels={"stage": "federated"})
+    rank0 = Event("metric", "step_seconds", 0.1, step=1, labels={"rank": "0"})
+    rank1 = Event("metric", "step_seconds", 0.1, step=1, labels={"rank": "1"})
+    client = Event("metric", "fl_client_score", 0.9, step=1, labels={"client": "h1"})
+
+    MetricSink(run).emit([own, rank0, rank1, client])
+
+    assert run.events == [own, rank0]

@@ -1,0 +1,97 @@
+"""The tracking side of a job's event bus: its metric sink and its health sink.
+
+Every job kind (the centralised pipeline, the federated job, any later kind) hands its
+events to the same two sinks, so what reaches the MLflow run through the spool is decided
+in one place: :class:`MetricSink` spools the run's own metric series, :class:`HealthSink`
+turns non-finite metrics and alerts into run tags and training-health events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from engage.events import Event
+
+#: Labels that mark a series the run itself does not keep: per-worker copies (``rank``
+#: other than 0) live in the monitor only, per-client series go to the round child runs.
+PER_RANK_LABEL = "rank"
+PER_CLIENT_LABEL = "client"
+
+
+class MetricRun(Protocol):
+    """What :class:`MetricSink` needs of a run (``engage.tracking.PipelineRun`` has it)."""
+
+    def log_metric_events(self, events: Sequence[Event]) -> None:
+        """Spool metric events; the run ignores events that are not metrics."""
+
+
+class TaggedRun(Protocol):
+    """What :class:`HealthSink` needs of a run (``engage.tracking.PipelineRun`` has it)."""
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        """Spool tags on the run."""
+
+
+class MetricSink:
+    """Spools a job's metric events into its run (the drainer sends them to MLflow).
+
+    Per-worker series (step timings, resources) reach MLflow from rank 0 only, and
+    per-client series (labelled ``client``) stay out of the job's run (the federated job
+    logs them to one child run per round); the live monitor still gets every event.
+
+    Parameters
+    ----------
+    run:
+        The job's run, usually an :class:`engage.tracking.PipelineRun`.
+    """
+
+    def __init__(self, run: MetricRun) -> None:
+        self._run = run
+
+    def emit(self, events: Sequence[Event]) -> None:
+        """Spool the events that belong to the run itself."""
+        self._run.log_metric_events([e for e in events if self.keeps(e)])
+
+    @staticmethod
+    def keeps(event: Event) -> bool:
+        """Whether ``event`` belongs in the job's own run (not a per-rank or per-client copy)."""
+        labels = event.labels
+        return labels.get(PER_RANK_LABEL, "0") == "0" and PER_CLIENT_LABEL not in labels
+
+
+class HealthSink:
+    """Raises non-finite metrics as training-health events, and marks them and alerts on
+    the run as tags (so both reach MLflow through the spool).
+
+    Parameters
+    ----------
+    run:
+        The job's run, usually an :class:`engage.tracking.PipelineRun`.
+    publish:
+        Where the ``training_health`` events go: the job's event bus.
+
+    Attributes
+    ----------
+    warnings:
+        One line per non-finite metric seen, in order (the run summary prints them).
+    """
+
+    def __init__(self, run: TaggedRun, publish: Callable[[list[Event]], None]) -> None:
+        self._run = run
+        self._publish = publish
+        self.warnings: list[str] = []
+
+    def emit(self, events: Sequence[Event]) -> None:
+        """Tag the run with every non-finite metric and alert state change in ``events``."""
+        for e in events:
+            if e.kind == "metric" and not e.is_finite:
+                message = f"{e.name} is {e.value} at step {e.step}"
+                self.warnings.append(message)
+                self._run.set_tags({f"engage.health.{e.name}": message})
+                self._publish([Event("lifecycle", "training_health", data={"message": message})])
+            elif e.kind == "lifecycle" and e.name == "alert":
+                state = e.data.get("state", "firing")
+                self._run.set_tags(
+                    {f"engage.alert.{e.data['rule']}": f"{state}: {e.data.get('summary', '')}"}
+                )

@@ -1,0 +1,129 @@
+"""One ``engage quickstart`` per test session, as a user runs it, shared by the e2e tests.
+
+The quickstart trains, registers, serves and shows drift in about a minute on 2 cores when the
+machine is idle; three test modules need it (the quickstart itself, the live monitor view
+during its training, and ONNX export of its registered model), so it runs once here and
+records what each of them looks at:
+
+- while it trains, ``engage monitor --once`` is polled until the job's row shows an epoch
+  (what tests/e2e/test_monitor_live.py asserts);
+- once it has finished, one prediction is requested from the served endpoint, then the
+  deployment is stopped, so no Ray Serve app outlives the fixture and competes for the two
+  cores with the tests that follow (what tests/e2e/test_quickstart.py asserts);
+- its ENGAGE_HOME, with version 1 of smart-home-occupancy, stays for the session (what
+  tests/e2e/test_export_cli.py exports from; export only reads the store).
+
+The fixture asserts nothing itself: each test asserts its own claims on what was recorded,
+so a failure is reported by the test it concerns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from _quickstart import QuickstartSession, training_row
+
+from tests.conftest import ENGAGE, REPO
+
+_QUICKSTART_S = 600.0  # the whole command, serving and the drift demo included
+_LIVE_S = 120.0  # how long the live view is polled for the job's training row
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
+    return env | {"ENGAGE_HOME": str(home), "COLUMNS": "200"}
+
+
+def _watch_training(session: QuickstartSession, proc: subprocess.Popen, env: dict) -> list[str]:
+    """Read the output up to epoch 1, then poll the live view until the row shows an epoch."""
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:  # one line per stage and epoch (not a terminal)
+        lines.append(line)
+        if line.lstrip().startswith("epoch 1/"):
+            break
+    deadline = time.monotonic() + _LIVE_S
+    while proc.poll() is None and time.monotonic() < deadline:
+        view = subprocess.run(
+            [str(ENGAGE), "monitor", "--once", "--home", str(session.home)],
+            cwd=session.folder, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        session.monitor_views.append(view.stdout)
+        if view.returncode != 0:
+            session.monitor_failure = view.stdout + view.stderr
+            break
+        row = training_row(view.stdout)
+        if row and row[3] == "train" and row[4] not in ("-", "0"):
+            break
+    return lines
+
+
+def _ask_the_endpoint(session: QuickstartSession) -> None:
+    """POST the example the quickstart printed to the served model and keep its JSON answer."""
+    example = re.search(r"-d @(\S+example\.json)", session.stdout)
+    if example is None:
+        session.answer_failure = "the quickstart printed no example request"
+        return
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{session.port}/predict",
+        data=Path(example.group(1)).read_bytes(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            session.answer = json.loads(answer.read())
+    except (OSError, ValueError) as exc:
+        session.answer_failure = f"{type(exc).__name__}: {exc}"
+
+
+@pytest.fixture(scope="session")
+def quickstart_session(tmp_path_factory: pytest.TempPathFactory) -> QuickstartSession:
+    """One ``engage quickstart`` (train, register, serve, drift demo) for the whole session."""
+    folder = tmp_path_factory.mktemp("quickstart")
+    shutil.copytree(REPO / "pipelines", folder / "pipelines")
+    session = QuickstartSession(folder, _free_port())
+    env = _env(session.home)
+    with tempfile.TemporaryFile("w+") as stderr:
+        proc = subprocess.Popen(
+            [str(ENGAGE), "quickstart", "--set", f"deploy.port={session.port}"],
+            cwd=folder, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            head = _watch_training(session, proc, env)
+            rest, _ = proc.communicate(timeout=_QUICKSTART_S)
+            session.returncode = proc.returncode
+            session.stdout = "".join(head) + rest
+            if session.returncode == 0:
+                _ask_the_endpoint(session)
+        finally:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            stderr.seek(0)
+            session.stderr = stderr.read()
+            # the deployment outlives the command: stop it before the next tests run
+            subprocess.run(
+                [str(ENGAGE), "serve", "stop"], cwd=folder, env=env,
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+    return session

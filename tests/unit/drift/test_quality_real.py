@@ -1,0 +1,68 @@
+"""``quality`` on sensor-like streams: robust ranges and learned constant spans.
+
+A light sensor is dark (exactly 0) for 40 of every 96 rows: a reference captured from
+rows in time order learns that span, so the next night is not "stuck", while a sensor
+dark for a whole day is. One spike in training does not widen the in-range interval."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engage.drift import capture_reference, check_quality, make_detector
+from engage.drift.quality import robust_range
+
+DAY = 96
+
+
+def _light(days: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(days * DAY)
+    light = np.where(t % DAY < 40, 0.0, 300 + 100 * np.sin(2 * np.pi * t / DAY))
+    light = np.where(light > 0, light + rng.normal(0, 5, len(t)), 0.0)
+    temp = 21 + 2 * np.sin(2 * np.pi * t / DAY) + rng.normal(0, 0.2, len(t))
+    return np.column_stack([temp, light])
+
+
+def test_a_reference_of_rows_learns_the_nightly_constant_span():
+    ref = capture_reference(_light(3, 0), None, ["temp", "light"])
+    stats = ref.stats["light"]
+    assert stats.longest_constant == 40
+    assert stats.constant_window_rate > 0.3
+    assert ref.stats["temp"].longest_constant == 1
+
+
+def test_the_next_night_is_not_stuck_a_dark_day_is():
+    ref = capture_reference(_light(3, 0), None, ["temp", "light"])
+    det = make_detector("quality").fit(ref)
+    live = _light(2, 1)
+    results = [det.check(live[i : i + 16]) for i in range(0, len(live), 16)]
+    assert not any(r.is_drift for r in results)
+    dark = _light(2, 2)
+    dark[:, 1] = 0.0  # the sensor died: dark all day
+    results = [det.check(dark[i : i + 16]) for i in range(0, len(dark), 16)]
+    stuck = [i for i, r in enumerate(results) if r.is_drift]
+    assert stuck
+    assert results[stuck[0]].drifted_features == ("light",)
+
+
+def test_one_training_spike_does_not_widen_the_range():
+    rng = np.random.default_rng(3)
+    rows = rng.normal(0, 1, (2000, 1))
+    rows[500, 0] = 1000.0
+    ref = capture_reference(rows, None, ["x"])
+    low, high = robust_range(ref.stats["x"], 0.5)
+    assert high < 10
+    assert low > -10
+    live = rng.normal(0, 1, (100, 1))
+    live[:5, 0] = 50.0
+    report = check_quality(live, ref)
+    assert report.features[0].out_of_range_rate == 0.05
+
+
+def test_a_daily_excursion_past_a_short_reference_is_in_range():
+    x = _light(2, 4)
+    ref = capture_reference(x[:DAY], None, ["temp", "light"])  # one day
+    det = make_detector("quality").fit(ref)
+    hotter = x[DAY:].copy()
+    hotter[:, 0] += 0.5  # a warmer day: past yesterday's max, within the margin
+    assert not det.check(hotter).is_drift

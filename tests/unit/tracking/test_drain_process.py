@@ -1,0 +1,85 @@
+"""The drainer in its own process (issue 11 item 7): same methods, another process, no orphans."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+from mlflow import MlflowClient
+
+from engage.tracking import Drainer, Spool
+
+
+def test_start_drains_from_a_separate_low_priority_process(
+    store_home: Path, tmp_path: Path
+) -> None:
+    uri = f"sqlite:///{store_home / 'mlflow.db'}"
+    spool = Spool(tmp_path / "spool.db")
+    run = spool.create_run(uri, "drain-process", "r", {})
+    spool.append_points(run, [("metric", "m", float(i), i, 1_000 + i) for i in range(500)])
+    spool.end_run(run, "FINISHED")
+
+    drainer = Drainer(spool.path).start()
+    child = psutil.Process(drainer.pid)
+    drained = drainer.flush(run, timeout_s=120)
+    nice = child.nice()
+    drainer.stop()
+
+    assert drained
+    assert drainer.pid is None
+    assert child.pid != os.getpid()
+    assert nice == 19
+    assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+    server_id = spool.run(run).server_id
+    assert len(MlflowClient(uri).get_metric_history(server_id, "m")) == 500
+
+
+def test_the_drainer_process_passes_on_warnings_and_permanent_faults(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool.db")
+    run = spool.create_run("http://127.0.0.1:9", "down", "r", {})
+    spool.append_points(run, [("metric", "m", 1.0, 0, 1)])
+    warnings: list[str] = []
+
+    drainer = Drainer(spool.path, warn=warnings.append).start()
+    deadline = time.monotonic() + 90  # the child imports MLflow first: seconds on a busy box
+    while drainer.status.error is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    drained = drainer.flush(run, timeout_s=1)
+    error = drainer.status.error
+    drainer.stop()
+
+    assert not drained
+    assert error is not None
+    assert any("unreachable" in w and "1 waiting" in w for w in warnings), warnings
+
+
+_PARENT = """
+import sys, time
+from engage.tracking import Drainer
+drainer = Drainer(sys.argv[1]).start()
+print(drainer.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_job_leaves_no_drainer_process_behind(tmp_path: Path) -> None:
+    Spool(tmp_path / "spool.db").close()
+    parent = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_PARENT), str(tmp_path / "spool.db")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    child = psutil.Process(int(parent.stdout.readline()))
+
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while child.is_running() and child.status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the drainer process outlived its job"
+        time.sleep(0.1)
