@@ -86,20 +86,20 @@ def client(src: Sources) -> Any | None:
     return src.client()
 
 
-def table(frame: pd.DataFrame, widths: dict[str, str] | None = None, **config: Any) -> None:
+def table(frame: pd.DataFrame, widths: dict[str, str | int] | None = None, **config: Any) -> None:
     """A table as wide as the page, never wider: every column gets a width in pixels.
 
     Without one, Streamlit sizes a column to its longest cell and a wide table scrolls
     sideways, its right-hand columns cut off. The columns share ``TABLE_PX`` (the page's
-    width in a 1400-pixel window) by weight: ``widths`` maps a column to ``"small"``,
-    ``"medium"`` or ``"large"`` (default small for numbers, times and flags, medium
-    otherwise); a cell longer than its column ends in "..." and shows whole on hover.
+    width in a 1400-pixel window) by weight: ``widths`` maps a column to ``"small"`` (1),
+    ``"medium"`` (2), ``"large"`` (4) or a weight of its own (default small for numbers,
+    times and flags, medium otherwise); a cell longer than its column ends in "..." and shows whole on hover.
     ``config`` adds column configs (links, formats) by column name.
     """
-    weights = {
-        str(name): _WEIGHTS[(widths or {}).get(str(name)) or _default_width(frame[name])]
-        for name in frame.columns
-    }
+    weights = {}
+    for name in frame.columns:
+        given = (widths or {}).get(str(name)) or _default_width(frame[name])
+        weights[str(name)] = _WEIGHTS.get(given, given) if isinstance(given, str) else given
     total = sum(weights.values()) or 1
     columns = {}
     for name, weight in weights.items():

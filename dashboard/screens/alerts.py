@@ -50,12 +50,16 @@ def body() -> None:
     _ui.table(
         frame,
         {
-            "started": "medium",
-            "resolved": "medium",
-            "rule": "medium",
-            "labels": "medium",
-            "job": "medium",
-            "summary": "large",
+            "started": 3,
+            "resolved": 3,
+            "state": 2,
+            "severity": 2,
+            "rule": 4,
+            "labels": 4,
+            "job": 3,
+            "run id": 2,
+            "value": 1,
+            "summary": 6,
         },
     )
 

@@ -92,7 +92,15 @@ def _alerts(view: DriftView) -> None:
                 "summary": [a.summary for a in view.alerts],
             }
         ),
-        {"summary": "large", "rule": "medium", "started": "medium", "resolved": "medium"},
+        {
+            "started": 3,
+            "resolved": 3,
+            "state": 1,
+            "severity": 1,
+            "rule": 3,
+            "version": 1,
+            "summary": 6,
+        },
     )
 
 

@@ -41,7 +41,9 @@ def body() -> None:
     a, b, c = st.columns([2, 2, 3])
     chosen = a.multiselect("experiment", names, key="exp_experiments", placeholder="all")
     statuses = b.multiselect("status", STATUSES, key="exp_status", placeholder="any")
-    query = c.text_input("filter", key="exp_filter", help=FILTER_HELP, placeholder=FILTER_HELP)
+    query = c.text_input(
+        "filter", key="exp_filter", help=FILTER_HELP, placeholder="metrics.val_accuracy > 0.9"
+    )
     rows = [r for r in run_rows(client, chosen, query) if not statuses or r.status in statuses]
     if not rows:
         st.info("No run matches. Clear the filters to see every run.")
@@ -68,7 +70,7 @@ def _table(rows: list[RunRow]) -> None:
     metrics = {m: st.column_config.NumberColumn(m, format="%.4g") for m in shown}
     _ui.table(
         frame,
-        {"run": "medium", "experiment": "medium", "started": "medium"},
+        {"run": 3, "experiment": 3, "status": 2, "started": 3, "run id": 2},
         started=started,
         seconds=seconds,
         **metrics,
@@ -133,7 +135,8 @@ def _default_pair(rows: list[RunRow]) -> list[str]:
 
 def _curve(part: pd.DataFrame, key: str, by_run: bool) -> alt.Chart:
     one_step = part["step"].nunique() <= 1  # logged once: a curve over time reads better
-    x = _ui.time_x(part["time"]) if one_step else alt.X("step:Q", title="step")
+    steps = alt.Axis(format="d", tickMinStep=1)  # steps are whole numbers
+    x = _ui.time_x(part["time"]) if one_step else alt.X("step:Q", title="step", axis=steps)
     chart = alt.Chart(part, title=key).mark_line(point=len(part) <= 60)
     encoding = {
         "x": x,
@@ -141,8 +144,8 @@ def _curve(part: pd.DataFrame, key: str, by_run: bool) -> alt.Chart:
         "tooltip": ["run", "step", "time:T", alt.Tooltip("value:Q", format=".4g")],
     }
     if by_run:
-        encoding["color"] = alt.Color("run:N", legend=alt.Legend(orient="bottom", title=None))
-    return chart.encode(**encoding).properties(height=240)
+        encoding["color"] = alt.Color("run:N", legend=alt.Legend(orient="top", title=None))
+    return chart.encode(**encoding).properties(height=300 if by_run else 260)
 
 
 def _lineage(rows: list[RunRow]) -> None:

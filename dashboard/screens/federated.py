@@ -88,7 +88,7 @@ def _global(frame: pd.DataFrame) -> alt.Chart:
         alt.Chart(frame)
         .mark_line(point=True)
         .encode(
-            x=alt.X("round:O"),
+            x=alt.X("round:O", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("value:Q", scale=alt.Scale(zero=False)),
             color="metric:N",
             tooltip=["round", "metric", alt.Tooltip("value:Q", format=".4f")],
@@ -103,7 +103,7 @@ def _heatmap(scores: pd.DataFrame) -> alt.Chart:
         alt.Chart(scores)
         .mark_rect()
         .encode(
-            x=alt.X("round:O"),
+            x=alt.X("round:O", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("client:N", axis=alt.Axis(labelOverlap=False)),
             color=alt.Color(
                 "score:Q",
@@ -112,7 +112,7 @@ def _heatmap(scores: pd.DataFrame) -> alt.Chart:
             ),
             tooltip=["round", "client", alt.Tooltip("score:Q", format=".3f"), "flagged"],
         )
-        .properties(height=40 + 28 * scores["client"].nunique())
+        .properties(height=90 + 34 * scores["client"].nunique())
     )
 
 
@@ -127,7 +127,7 @@ def _rejections(rejected: pd.DataFrame) -> alt.Chart:
             color="client:N",
             tooltip=["reason", "client", "updates"],
         )
-        .properties(height=40 + 36 * counts["reason"].nunique())
+        .properties(height=90 + 40 * counts["reason"].nunique())
     )
 
 

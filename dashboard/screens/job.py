@@ -42,7 +42,8 @@ def body() -> None:
         format_func=lambda i: _label(ordered, i),
         key="job_run",
     )
-    st.query_params["run"] = chosen
+    if wanted != chosen:  # the URL names the job shown (set only on change: a set reruns)
+        st.query_params["run"] = chosen
     _show(job_detail(next(r for r in ordered if r.run_id == chosen), client, live))
 
 
@@ -92,10 +93,15 @@ def _chart(part: pd.DataFrame, name: str) -> alt.Chart:
         .mark_line(interpolate="monotone")
         .encode(
             x=_ui.time_x(part["time"]),
-            y=alt.Y("value:Q", title=unit, scale=alt.Scale(zero=name != "memory")),
+            y=alt.Y(
+                "value:Q",
+                title=unit,
+                scale=alt.Scale(zero=name != "memory"),
+                axis=alt.Axis(format=".0%") if name == "data stall" else alt.Axis(),
+            ),
             tooltip=["time:T", alt.Tooltip("value:Q", title=unit, format=".4g")],
         )
-        .properties(height=200)
+        .properties(height=260)
     )
 
 

@@ -51,7 +51,18 @@ def body() -> None:
     _events(store, rows)
 
 
-_WIDTHS = {"job": "medium", "last metrics": "large", "open alerts": "medium", "run id": "small"}
+_WIDTHS = {
+    "job": 3,
+    "state": 1,
+    "stage": 1,
+    "epoch": 1,
+    "last metrics": 5,
+    "open alerts": 3,
+    "started": 3,
+    "ended": 3,
+    "run id": 1,
+    "MLflow run": 2,
+}
 _COLUMNS = {
     "MLflow run": st.column_config.LinkColumn(
         "MLflow run", display_text=r"runs/([0-9a-zA-Z]{8})[0-9a-zA-Z]*$", help="opens `mlflow ui`"
@@ -71,11 +82,11 @@ def _timeline(frame: pd.DataFrame) -> alt.Chart:
         .encode(
             x=_ui.time_x(pd.concat([frame["start"], frame["end"]]), "start", "started → ended"),
             x2="end:T",
-            y=alt.Y("job:N", title=None, sort=None),
+            y=alt.Y("job:N", title=None, sort=None, axis=alt.Axis(labelLimit=220)),
             color=color,
             tooltip=["job", "run id", "state", "start:T", "end:T", "open alerts"],
         )
-        .properties(height=70 + 30 * frame["job"].nunique())
+        .properties(height=110 + 36 * frame["job"].nunique())
     )
 
 

@@ -90,7 +90,7 @@ def _metric_bars(frame: pd.DataFrame, key: str) -> alt.Chart:
             color=alt.Color("status:N", legend=alt.Legend(title="status")),
             tooltip=["run", "experiment", "status", alt.Tooltip(f"{key}:Q", format=".4g")],
         )
-        .properties(height=70 + 28 * len(shown))
+        .properties(height=100 + 34 * len(shown))
     )
 
 

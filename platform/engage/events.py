@@ -6,6 +6,23 @@ Workers hold a :class:`Reporter` whose transport pushes batches to an :class:`Ev
 actor without waiting; the driver's :class:`EventPump` drains the hub and fans each batch
 out to the sinks (tracking, progress display, and later the live monitor). Nothing on a
 training worker talks to MLflow or Prometheus directly.
+
+The durability contract (what "reported" means; measured by
+``benchmarks/tracking_durability.py``, docs/BENCHMARKS.md):
+
+- A call returns at once. The Reporter sends its buffer when it holds ``max_batch`` (256)
+  events, from a background thread; when its oldest event is ``max_age_s`` (0.5 s) old,
+  from a timer, whether or not another call comes; and at once on :meth:`Reporter.lifecycle`
+  and :meth:`Reporter.flush` (the training loop flushes at every epoch boundary).
+- On the driver the transport is the sinks' fan-out: a metric is in the tracking spool,
+  in a synced SQLite transaction, within 0.5 s of the call.
+- On a worker the transport is the job's EventHub, an in-memory actor: the driver spools
+  what it holds at its next poll (every 0.25 s), so a worker's metric is on disk within
+  about 0.75 s of the call.
+- So a SIGKILL loses only that last window. A killed worker loses what its own buffer
+  held (at most 0.5 s of reports); a killed driver, or node (the embedded Ray cluster dies
+  with its driver), loses the workers' last 0.75 s and its own last 0.5 s. Everything
+  older is on disk and reaches MLflow through the drainer or ``engage sync``.
 """
 
 from __future__ import annotations
@@ -25,6 +42,7 @@ EventKind = Literal["metric", "progress", "lifecycle"]
 
 
 def now_ms() -> int:
+    """Milliseconds since the epoch (the events' timestamp unit)."""
     return int(time.time() * 1000)
 
 
@@ -42,19 +60,22 @@ class Event:
 
     @property
     def is_finite(self) -> bool:
+        """Whether the value is finite (or absent); NaN and infinities are health events."""
         return self.value is None or math.isfinite(self.value)
 
 
 class EventSink(Protocol):
     """Consumes batches of events, in the order they were reported."""
 
-    def emit(self, events: Sequence[Event]) -> None: ...
+    def emit(self, events: Sequence[Event]) -> None:
+        """Consume one batch, in report order."""
 
 
 class Transport(Protocol):
     """Where a Reporter's batches go: a sink fan-out on the driver, the hub on a worker."""
 
-    def send(self, events: list[Event], wait: bool = False) -> None: ...
+    def send(self, events: list[Event], wait: bool = False) -> None:
+        """Deliver one batch; ``wait`` blocks until the receiver has it."""
 
 
 class Reporter:
@@ -262,6 +283,7 @@ class FanOut:
         self.sinks = list(sinks)
 
     def send(self, events: list[Event], wait: bool = False) -> None:
+        """Give the batch to every sink, in sink order (``wait`` is implied: sinks are called directly)."""
         for sink in self.sinks:
             sink.emit(events)
 
@@ -273,9 +295,11 @@ class EventHub:
         self._pending: list[Event] = []
 
     def push(self, events: list[Event]) -> None:
+        """Queue a worker's batch (called with ``.remote``)."""
         self._pending.extend(events)
 
     def drain(self) -> list[Event]:
+        """Everything queued since the last drain, in arrival order."""
         out, self._pending = self._pending, []
         return out
 
@@ -287,6 +311,7 @@ class HubTransport:
         self._hub = hub
 
     def send(self, events: list[Event], wait: bool = False) -> None:
+        """Push the batch to the hub without waiting, unless ``wait``."""
         ref = self._hub.push.remote(events)
         if wait:
             import ray
@@ -309,6 +334,7 @@ class EventPump:
         self._fanout = fanout
 
     def poll(self, timeout_s: float = 10.0) -> int:
+        """Drain the hub once and fan the events out; returns how many there were."""
         import ray
 
         events = ray.get(self._hub.drain.remote(), timeout=timeout_s)

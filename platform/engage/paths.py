@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 
 DIR_MODE = 0o700
@@ -40,11 +41,14 @@ def private_file(path: Path) -> Path:
     """
     path = Path(path)
     private_dir(path.parent)
-    fd = os.open(path, os.O_CREAT | os.O_RDONLY, FILE_MODE)
     try:
-        if os.fstat(fd).st_uid == os.getuid():
+        # Never open (and close) a file a database may hold open: closing any descriptor of
+        # it drops this process's POSIX locks on it, SQLite's included, and another process
+        # could then take itself for the last user and delete the WAL under everyone.
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDONLY, FILE_MODE))
+    except FileExistsError:
+        info = path.stat()
+        if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) != FILE_MODE:
             with contextlib.suppress(OSError):  # a read-only mount: the open that follows says so
-                os.fchmod(fd, FILE_MODE)
-    finally:
-        os.close(fd)
+                path.chmod(FILE_MODE)
     return path

@@ -31,9 +31,21 @@ def _engage(*args: str, cwd: Path, timeout: float = 300) -> subprocess.Completed
 
 @pytest.fixture(scope="module")
 def home(quickstart_session: QuickstartSession) -> Path:
-    """The session's quickstart store (tests/e2e/conftest.py); export only reads it."""
+    """The session's quickstart store (tests/e2e/conftest.py); export only reads it.
+
+    What export needs is the registered version; serving, the quickstart's last step, is
+    tests/e2e/test_quickstart.py's to check.
+    """
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
     result = quickstart_session
-    assert result.returncode == 0, result.stdout + result.stderr
+    client = MlflowClient(f"sqlite:///{result.home}/mlflow.db")
+    try:
+        candidate = client.get_model_version_by_alias(MODEL, "candidate")
+    except MlflowException as exc:
+        pytest.fail(f"the quickstart registered no {MODEL}@candidate ({exc}):\n{result.stdout}")
+    assert str(candidate.version) == "1", result.stdout + result.stderr
     return result.home
 
 

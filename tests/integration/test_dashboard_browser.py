@@ -44,7 +44,7 @@ PAGES = {
         "jobs",
         ("Open alerts on these jobs", "still-training", "EngageJobStalled", "val_accuracy 0.98"),
     ),
-    "job": ("job", ("since last step", "still-training", "EngageJobStalled")),
+    "job": ("job", ("since last step", "data stall (last 60 s)", "EngageJobStalled")),
     "alerts": ("alerts", ("EngageDataBound", "resolved", "model=smart-home-occupancy, version=1")),
     "drift": ("drift", ("Features that moved", "co2, temperature", "Statistic vs threshold")),
     "federated": ("federated", ("Quarantined:", "quarantined (round 3)", "tampered 1")),
@@ -55,8 +55,8 @@ CHARTS = {"overview": 1, "experiments": 3, "jobs": 1, "job": 5, "drift": 2, "fed
 # Every table's scrollable area: wider content than box means columns cut off on the right.
 CUT_OFF_TABLES = """() => Array.from(document.querySelectorAll('[data-testid=stDataFrame]'))
   .map(t => t.querySelector('.dvn-scroller'))
-  .filter(s => s && s.scrollWidth > s.clientWidth + 1)
-  .map(s => [s.scrollWidth, s.clientWidth])"""
+  .map(s => s ? s.scrollWidth > s.clientWidth + 1 : 'no scroller')
+  .filter(cut => cut !== false)"""
 
 
 def _seed_module():
@@ -155,7 +155,8 @@ def test_every_page_renders_its_seeded_content_in_chromium(server: str, tmp_path
                 )
                 for i in range(CHARTS.get(name, 0)):
                     charts.nth(i).wait_for(timeout=30_000)
-                page.locator("[data-testid=stDataFrame]").first.wait_for(timeout=30_000)
+                if name != "job":  # the Job page is charts and figures only
+                    page.locator("[data-testid=stDataFrame]").first.wait_for(timeout=30_000)
                 page.wait_for_timeout(500)  # the last chart's marks, after its canvas exists
                 assert page.locator("[data-testid=stException]").count() == 0, name
                 assert page.get_by_text("Page not found").count() == 0, name

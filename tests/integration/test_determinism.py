@@ -18,7 +18,8 @@ from engage.spec import load_spec
 pytestmark = pytest.mark.integration
 
 SPEC = Path(__file__).resolve().parents[2] / "pipelines" / "quickstart.yaml"
-SMALL = ["train.epochs=2", "data.source.days=7", "deploy.after_training=false"]
+# No ONNX/TorchScript export stage: it records no model-quality metric, and costs each run time.
+SMALL = ["train.epochs=2", "data.source.days=7", "deploy.after_training=false", "export.formats=[]"]
 # Timings differ run to run by nature; everything else must not.
 _TIMING = ("epoch_seconds", "samples_per_second", "data_wait_seconds")
 

@@ -32,7 +32,7 @@ def dashboard(
     port: Annotated[int, typer.Option(help="Port of the dashboard.", min=1, max=65535)] = 8501,
     allow_remote: AllowRemoteOption = False,
 ) -> None:
-    """Jobs, alerts, drift, federated rounds and models in the browser (Ctrl-C stops it)."""
+    """Runs, jobs, alerts, drift, federated rounds and models in the browser (Ctrl-C stops it)."""
 
     def _body() -> None:
         from engage import env_vars

@@ -2,8 +2,8 @@
 
 alibi-detect is under the Business Source License: keeping it to this one module lets a
 user who cannot accept that licence run engage without it (``cusum`` and ``quality`` are
-built in). Importing this module imports alibi-detect (about 10 s); ``make_detector``
-does so only when one of these names is asked for.
+built in). Importing this module only registers the detectors; alibi-detect itself (about
+10 s to import) is imported when one of them is fitted, so listing the names costs nothing.
 
 Batch: ``ks`` and ``cvm`` (one test per feature, Bonferroni or Benjamini-Hochberg FDR
 correction computed here so per-feature verdicts match the overall one) and ``mmd``

@@ -59,6 +59,7 @@ class DecayReport:
 
     @property
     def decayed(self) -> bool:
+        """True when the performance check found decay (a failed check is not decay)."""
         return self.result.error is None and self.result.is_drift
 
 

@@ -33,6 +33,8 @@ class LabelJoin:
         self.unmatched_labels = 0
 
     def add_predictions(self, items: Iterable[tuple[str, float]]) -> None:
+        """Remember ``(request_id, prediction)`` pairs until their labels arrive (the oldest
+        are dropped past ``max_pending``)."""
         for request_id, prediction in items:
             self.pending[request_id] = prediction
             if len(self.pending) > self.max_pending:

@@ -4,9 +4,9 @@
 wraps it in the common interface, keeping the last rows between calls so a stuck sensor
 (a span of identical readings) is found across batch boundaries.
 
-Ranges are robust: the training 1 %-99 % quantiles widened by ``margin`` (0.5) times their
-distance on each side (:func:`robust_range`), so neither one training spike nor a daily
-excursion just past a short reference's extremes decides what "out of range" means.
+Ranges: the training 1 %-99 % quantiles widened by ``margin`` (0.5) times their distance
+on each side, never narrower than the training extremes (:func:`robust_range`), so a
+daily excursion just past a short reference's extremes is not "out of range".
 Stuck: a feature constant in under ``stuck_tolerance`` of its training windows is stuck
 after ``window`` equal readings; one that was legitimately constant for spans (light at
 night) only after twice its longest constant training span (:func:`stuck_span`).
@@ -14,6 +14,7 @@ night) only after twice its longest constant training span (:func:`stuck_span`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,7 +74,8 @@ def check_quality(
         Rows per stuck-sensor window; default: the model's window (at least 5).
     margin : float
         Out of range means outside the training 1 %-99 % quantiles widened by ``margin``
-        times their distance on each side (:func:`robust_range`).
+        times their distance on each side, or past the training extremes by more than a
+        tenth of their distance, whichever is wider (:func:`robust_range`).
     missing : tuple of str
         Features absent from the input (their column in ``x`` is NaN).
     history : numpy.ndarray or None
@@ -115,15 +117,18 @@ def check_quality(
 
 def robust_range(stats: FeatureStats, margin: float) -> tuple[float, float]:
     """The in-range interval of a feature: its training 1 %-99 % quantiles widened by
-    ``margin`` times their distance on each side (min..max when a reference has no
-    quantiles). One training spike does not widen it; a short reference's daily
-    excursion beyond its quantiles still fits in the margin."""
+    ``margin`` times their distance on each side, and never narrower than the training
+    min..max widened by a tenth of their distance (a heavy-tailed sensor's own extremes
+    stay in range). A short reference's daily excursion past its extremes fits in the
+    margin."""
     q = stats.quantiles
     lo, hi = q.get("0.01", stats.min), q.get("0.99", stats.max)
     if not (np.isfinite(lo) and np.isfinite(hi)):
         lo, hi = stats.min, stats.max
     span = (hi - lo) or (stats.max - stats.min) or abs(hi) or 1.0
-    return lo - margin * span, hi + margin * span
+    full = (stats.max - stats.min) or abs(stats.max) or 1.0
+    low = min(lo - margin * span, stats.min - 0.1 * full)
+    return low, max(hi + margin * span, stats.max + 0.1 * full)
 
 
 def stuck_span(stats: FeatureStats, window: int, tolerance: float) -> int | None:
@@ -206,3 +211,20 @@ def quality_result(report: QualityReport, max_rate: float, name: str = "quality"
         alarm,
         extra={"quality": report},
     )
+
+
+@register_detector("health")
+class HealthDetector(QualityDetector):
+    """``quality`` without the range check: NaN/inf rate, missing features, stuck sensors.
+
+    The live default pairs it with ``bocpd``, which finds level and spread changes as
+    regimes (and does not cry wolf at each value of a trend past the reference's range,
+    as a range check does: docs/BENCHMARKS.md, real-data section).
+    """
+
+    threshold_meaning = "largest tolerated share of NaN or infinite values"
+
+    def __init__(
+        self, max_rate: float = QualityDetector.default_threshold, window: int | None = None
+    ):
+        super().__init__(max_rate, window, margin=math.inf)

@@ -15,8 +15,17 @@ each of the S statistics the run length is taken as exponential, so
 ``P(max over L rows <= h) = exp(-L / ARL(h))`` turns the simulated maxima into ARL(h) on
 the observed range; ``log ARL`` is fitted linear in ``h`` (CUSUM run lengths grow
 exponentially with ``h``) and solved for ``ERT * S``. False-alarm rates add across
-statistics, so the detector as a whole has an ERT of about ``ert``. After an alarm every
-statistic restarts from zero.
+statistics, so the detector as a whole has an ERT of about ``ert``.
+
+Change-point semantics: an alarm is a change, signalled once and dated where the crossing
+statistic last left zero. The next ``relearn`` rows are learned as the new regime (the
+restarted reference CUSUMs keep watching them, so a change of another feature, or one that
+began after the alarm, is still signalled); then the CUSUMs re-baseline on the regime's own
+rows, which grow (refitted as they double, up to ``10 * relearn``) while it lasts. A lasting
+shift is therefore one alarm and a drifted state, not an alarm every few rows; a return to
+the reference ends the state without an alarm. See :class:`CusumDetector` and
+:mod:`engage.drift.regimes`. :class:`ErrorCusum` (labelled errors) keeps the simple
+restart-after-alarm CUSUM.
 """
 
 from __future__ import annotations
@@ -190,7 +199,7 @@ class CusumDetector(DriftDetector):
             self.sample, self.transform = None, self.base
             self.current = Learned.reference(n_features)
             self.effect, self.kinds = np.zeros(n_features), ["mean_up"] * n_features
-            self.regime, self.active = Regime(), np.ones(len(self.h), dtype=bool)
+            self.regime, self.idle = Regime(), None
         else:
             self.sample = [rows]
             self._fit_regime(rows, since)
@@ -206,8 +215,8 @@ class CusumDetector(DriftDetector):
         names = self.reference.features
         changed = tuple(f for f, e in zip(names, self.effect, strict=True) if e >= 1.0)
         self.regime = Regime(True, since, changed)
-        self.active = np.ones(len(self.h), dtype=bool)
-        self.active[3 * n_features :] = ~heavily_tied(rows)  # no "variance down" on ties
+        tied = heavily_tied(rows)  # no "variance down" on a tied feature: see heavily_tied
+        self.idle = 3 * n_features + np.flatnonzero(tied) if tied.any() else None
 
     def _until_refit(self) -> int | float:
         """Rows until the current regime's sample is refitted (so refits fall on the same
@@ -260,7 +269,8 @@ class CusumDetector(DriftDetector):
     def _watch(self, x: np.ndarray) -> tuple[int | None, np.ndarray]:
         """Run the CUSUMs over ``x`` up to the first alarm; (its index or None, ratios seen)."""
         inc = increments(self.transform(x), self.k, self.scale)
-        inc[:, ~self.active] = -1.0
+        if self.idle is not None:
+            inc[:, self.idle] = -1.0  # statistics not watched in this regime never climb
         path = cusum_path(inc, self.state) / self.h  # (n, S), 1.0 = threshold
         over = np.flatnonzero((path >= 1.0).any(axis=1))
         seen = path[: over[0] + 1] if len(over) else path
@@ -388,12 +398,12 @@ class CusumDetector(DriftDetector):
     ) -> DriftResult:
         names = self.reference.features
         per = peak.reshape(len(STATS), len(names))  # increments are concatenated by stat
+        ratio, strongest = per.max(axis=0).tolist(), per.argmax(axis=0).tolist()
         drifting = set(self.regime.features) | flagged
         feats, kinds = [], {}
-        for j, f in enumerate(names):
-            ratio, effect = float(per[:, j].max()), float(self.effect[j])
-            feats.append(FeatureDrift(f, max(ratio, effect), None, 1.0, f in drifting))
-            kinds[f] = self.kinds[j] if effect > ratio else STATS[int(per[:, j].argmax())]
+        for j, (f, effect) in enumerate(zip(names, self.effect.tolist(), strict=True)):
+            feats.append(FeatureDrift(f, max(ratio[j], effect), None, 1.0, f in drifting))
+            kinds[f] = self.kinds[j] if effect > ratio[j] else STATS[strongest[j]]
         return DriftResult(
             self.name,
             max(f.statistic for f in feats),

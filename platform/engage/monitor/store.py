@@ -34,6 +34,7 @@ from engage.monitor._schema import (
     jobs,
     metadata,
 )
+from engage.paths import private_file
 
 TERMINAL_STATES = ("finished", "failed", "killed", "lost")
 _BUSY_TIMEOUT_MS = 30_000
@@ -296,7 +297,7 @@ class EventStore:
         if self.url.startswith("sqlite"):
             database = make_url(self.url).database
             if database and database != ":memory:":
-                Path(database).parent.mkdir(parents=True, exist_ok=True)
+                private_file(Path(database))  # 0600 in a 0700 folder (engage.paths)
         with self._engine.begin() as conn:
             if conn.dialect.name == "postgresql":  # concurrent CREATE TABLE races otherwise
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK})

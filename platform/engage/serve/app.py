@@ -133,6 +133,7 @@ class _Version:
         self.module = module
 
     def forward(self, x: np.ndarray) -> np.ndarray:
+        """The module's output for a float32 batch, without gradients."""
         import torch
 
         with torch.no_grad():
@@ -147,6 +148,7 @@ class _Served:
     versions: tuple[_Version, ...]  # one per route, in the table's order
 
     def pick(self, body: bytes) -> _Version:
+        """The version that answers ``body``: by its first request id when a canary splits."""
         if len(self.versions) == 1:
             return self.versions[0]
         # Routing needs the first request id; parse_predict re-parses and checks it all.
@@ -160,12 +162,23 @@ class _Served:
 class _NoHooks:
     """The hooks-off arm of the benchmark: the same calls, doing nothing."""
 
-    def prepare(self, *args: Any) -> None: ...
-    def request(self, *args: Any) -> None: ...
-    def predicted(self, *args: Any) -> None: ...
-    def batched(self, *args: Any) -> None: ...
-    def traffic(self, *args: Any) -> None: ...
-    def close(self) -> None: ...
+    def prepare(self, *args: Any) -> None:
+        """Nothing: the hooks are off."""
+
+    def request(self, *args: Any) -> None:
+        """Nothing: the hooks are off."""
+
+    def predicted(self, *args: Any) -> None:
+        """Nothing: the hooks are off."""
+
+    def batched(self, *args: Any) -> None:
+        """Nothing: the hooks are off."""
+
+    def traffic(self, *args: Any) -> None:
+        """Nothing: the hooks are off."""
+
+    def close(self) -> None:
+        """Nothing to close."""
 
 
 class Ingress:
@@ -371,6 +384,7 @@ class Ingress:
                 self._stop.wait(_RETRY_S)
 
     def check_health(self) -> None:
+        """Serve's health check: a replica with no version loaded is unhealthy."""
         if not self._served.versions:
             raise RuntimeError("no model version loaded")
 

@@ -12,16 +12,19 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
-from ray import serve
 
 from engage.errors import EngageError
-from engage.serve.app import DEPLOYMENT, Ingress, IngressSettings
 from engage.serve.hooks import HookSettings
 from engage.serve.routes import Route
 from engage.spec.models import DeploySpec
+
+if TYPE_CHECKING:  # Ray is imported only once a deploy has joined its cluster (cluster.connect)
+    from ray import serve
+
+    from engage.serve.app import IngressSettings
 
 
 class BuildArgs(DeploySpec):
@@ -102,6 +105,10 @@ def build_ingress(args: BuildArgs) -> serve.Application:
 
 def bind_ingress(spec: DeploySpec, settings: IngressSettings) -> serve.Application:
     """The ``Ingress`` deployment with ``spec``'s options, bound to ``settings``."""
+    from ray import serve
+
+    from engage.serve.app import Ingress
+
     return serve.deployment(Ingress).options(**deployment_options(spec)).bind(settings)
 
 
@@ -178,6 +185,8 @@ def ingress_settings(
         spec.sampling.rate, spec.sampling.queue_size, tuple(spec.sampling.consumers),
         spec.metrics_every_seconds, uri, spec.drift,
     )  # fmt: skip
+    from engage.serve.app import IngressSettings
+
     return IngressSettings(
         app, spec.max_body_bytes, spec.nan_policy, digest, hook_settings,
         spec.max_batch_size, spec.batch_wait_timeout_s, None, hooks,
@@ -186,6 +195,8 @@ def ingress_settings(
 
 def deployment_options(spec: DeploySpec) -> dict[str, Any]:
     """``serve.deployment(...).options`` for ``spec``: name, CPUs, replicas or autoscaling."""
+    from engage.serve.app import DEPLOYMENT
+
     options: dict[str, Any] = {
         "name": DEPLOYMENT,
         "ray_actor_options": {"num_cpus": spec.cpus_per_replica},

@@ -38,6 +38,8 @@ _START_TIMEOUT_S = 120.0
 
 @dataclass(frozen=True)
 class ManagedCluster:
+    """The local Ray head engage started for serving, as recorded in ``cluster.json``."""
+
     address: str
     dashboard_url: str
     temp_dir: str
@@ -47,14 +49,22 @@ class ManagedCluster:
     ingress: str = "serve-proxy"  # "haproxy": Serve's HAProxy ingress (see the docstring)
 
     def env(self) -> dict[str, str]:
-        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": self.token_path}
+        """The variables a driver needs to join this head (token auth by the 0600 token file)."""
+        return {
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": self.token_path,
+            # The head and its drivers agree that 127.0.0.1 means loopback (_LOOPBACK_ENV).
+            **_LOOPBACK_ENV,
+        }
 
 
 def state_file(home: Path) -> Path:
+    """Where the managed head of ``home`` is recorded."""
     return home / "serve" / "cluster.json"
 
 
 def read_cluster(home: Path) -> ManagedCluster | None:
+    """The managed head recorded for ``home``, or None (alive or not: see :func:`is_alive`)."""
     path = state_file(home)
     if not path.is_file():
         return None
@@ -64,6 +74,7 @@ def read_cluster(home: Path) -> ManagedCluster | None:
 
 
 def is_alive(cluster: ManagedCluster) -> bool:
+    """True when the head's GCS port accepts a connection."""
     host, _, port = cluster.address.rpartition(":")
     try:
         with socket.create_connection((host, int(port)), timeout=2.0):
@@ -137,10 +148,11 @@ def head_command(cluster: ManagedCluster, port: int, dashboard: int) -> list[str
 # Serving tokens that never reach the head's processes: the replicas get only the digest.
 SERVING_SECRETS = ("ENGAGE_SERVE_TOKEN",)
 
-# Ray 2.60's `ray start` turns --node-ip-address=127.0.0.1 into the machine's reachable IP
-# (services.resolve_ip_for_localhost) unless multi-node clusters are off: then the node IP
-# is loopback, and the client server, the agents and the metrics export bind 127.0.0.1.
-# The managed head is one node by design (`--address` serves on a cluster of your own).
+# Ray 2.60 turns 127.0.0.1 into the machine's reachable IP (services.resolve_ip_for_localhost,
+# in `ray start --node-ip-address` and in a driver's address alike) unless multi-node
+# clusters are off: then the node IP is loopback, and GCS, raylet, client server, agents
+# and metrics export all bind 127.0.0.1. The managed head is one node by design
+# (`--address` serves on a cluster of your own); its drivers need the same setting.
 _LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
@@ -158,7 +170,7 @@ def head_environment(
     """
     dropped = {"RAY_ADDRESS", "RAY_AUTH_TOKEN", *SERVING_SECRETS, *secret_vars}
     env = {k: v for k, v in environ.items() if k not in dropped}
-    return env | cluster.env() | _SERVE_ENV | _LOOPBACK_ENV | ingress_env
+    return env | cluster.env() | _SERVE_ENV | ingress_env
 
 
 # Serve settings of the managed head (it runs engage's apps and nothing else): a replica
@@ -278,6 +290,13 @@ def connect(address: str | None, home: Path, env: dict[str, str] | None = None) 
     os.environ.update(env or {})
     import ray
 
+    if (env or {}).get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0":
+        # Ray read the variable when first imported; if that was before this call, say it
+        # again, or the driver would dial the machine's IP, where the head does not listen.
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False
+
     if ray.is_initialized():
         return
     try:
@@ -298,12 +317,14 @@ def connect(address: str | None, home: Path, env: dict[str, str] | None = None) 
 
 
 def free_port() -> int:
+    """A TCP port free on loopback right now (the OS picks it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
 def wait_until(check, timeout_s: float, every_s: float = 0.2) -> bool:
+    """Call ``check`` every ``every_s`` until it is true; False after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if check():

@@ -30,6 +30,8 @@ EXPERIMENT = "engage-serving"
 
 @dataclass(frozen=True)
 class DeployOptions:
+    """What ``engage deploy`` asks for: the model, its deploy section, where and how."""
+
     model: str  # NAME, NAME@alias or NAME/version
     spec: DeploySpec = field(default_factory=DeploySpec)
     home: Path = field(default_factory=lambda: Path(".engage").resolve())
@@ -40,6 +42,8 @@ class DeployOptions:
 
 @dataclass(frozen=True)
 class DeployResult:
+    """What a deploy did: the app, its URL and real listener, versions, cluster, run."""
+
     app: str
     url: str
     model: str
@@ -57,6 +61,8 @@ class DeployResult:
 
 @dataclass(frozen=True)
 class AppStatus:
+    """One serving app as ``engage serve status`` shows it."""
+
     app: str
     status: str
     model: str | None
@@ -248,7 +254,7 @@ def _wait_for_acks(app: str, generation: int) -> None:
 
     actor = table_actor(app)
 
-    def done() -> bool:
+    def _done() -> bool:
         acks = ray.get(actor.acked.remote())
         info = serve.status().applications.get(app)
         replicas = 1
@@ -257,7 +263,7 @@ def _wait_for_acks(app: str, generation: int) -> None:
             replicas = max(1, counts.get("RUNNING", 0))
         return sum(1 for g in acks.values() if g >= generation) >= replicas
 
-    if not wait_until(done, _ACK_TIMEOUT_S, 0.1):
+    if not wait_until(_done, _ACK_TIMEOUT_S, 0.1):
         raise EngageError(
             f"the replicas of {app} did not take the new routes within {_ACK_TIMEOUT_S:g} s",
             hint="`engage serve status` shows its state; the old version keeps serving "
@@ -291,7 +297,8 @@ def _monitoring_run(
                 f"engage.serve.deployed.{int(time.time())}": target.label,
             }
         )
-        drainer = Drainer(spool.path).start()
+        # A thread: this drainer lives seconds, and MLflow is already imported here.
+        drainer = Drainer(spool.path, in_process=True).start()
         try:
             run_id = run.wait_for_run_id(10.0)
         finally:
@@ -318,6 +325,7 @@ def _write_state(home: Path, app: str, data: dict) -> None:
 
 
 def known_apps(home: Path) -> list[str]:
+    """The apps ``home`` has deployment state for (``<home>/serve/<app>/deployment.json``)."""
     folder = home / "serve"
     return (
         sorted(p.parent.name for p in folder.glob("*/deployment.json")) if folder.is_dir() else []

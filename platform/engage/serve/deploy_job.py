@@ -16,6 +16,7 @@ from engage.errors import EngageError
 
 
 def main() -> int:
+    """Read DeployOptions as JSON on stdin, deploy, print the DeployResult (or error) as JSON."""
     from engage.serve import DeployOptions, deploy_model
     from engage.spec.models import DeploySpec
 

@@ -34,6 +34,7 @@ def loopback(config: str, ports: list[str]) -> str:
 
 
 def main(argv: list[str]) -> None:
+    """Rewrite HAProxy's config so its side listeners stay on loopback, then exec HAProxy."""
     binary = os.environ[REAL_BINARY]
     args = list(argv)
     ports = [os.environ[name] for name in SIDE_PORTS if os.environ.get(name)]

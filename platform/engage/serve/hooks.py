@@ -237,6 +237,7 @@ class ServingHooks:
 
     @property
     def url(self) -> str:
+        """The replica's Prometheus endpoint."""
         return f"http://{self.address}/metrics"
 
     def prepare(self, target) -> None:
@@ -328,6 +329,7 @@ class ServingHooks:
             self._rep(version=target.version).metric("samples_dropped", float(dropped))
 
     def close(self) -> None:
+        """Report what is queued, stop the threads and the endpoint, withdraw the target."""
         from engage.monitor.discovery import unregister_target
 
         self._stop.set()

@@ -35,13 +35,16 @@ class ModelTarget:
 
     @property
     def input_spec(self) -> InputSpec:
+        """The input shape and dtype the model's MLflow signature accepts."""
         return InputSpec.from_signature(self.signature["inputs"])
 
     @property
     def label(self) -> str:
+        """``NAME/version`` of this target."""
         return f"{self.name}/{self.version}"
 
     def metadata(self) -> dict[str, Any]:
+        """What ``GET /metadata`` answers: name, version, classes, signature."""
         return {
             "name": self.name,
             "version": self.version,

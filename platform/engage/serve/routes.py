@@ -29,6 +29,8 @@ class Route:
 
 @dataclass(frozen=True)
 class RouteTable:
+    """The versions an app routes to, with their shares, at one generation."""
+
     generation: int
     routes: tuple[Route, ...]
 
@@ -51,6 +53,7 @@ def bucket(request_id: str) -> float:
 
 
 def table_actor_name(app: str) -> str:
+    """The name of ``app``'s route-table actor (in the engage-serve namespace)."""
     return f"routes:{app}"
 
 
@@ -67,6 +70,7 @@ class RouteTableActor:
         self._changed = asyncio.Event()
 
     async def set(self, routes: tuple[Route, ...]) -> int:
+        """Replace the routes; returns the new generation and wakes every waiting replica."""
         import asyncio
 
         self._table = RouteTable(self._table.generation + 1, tuple(routes))
@@ -75,6 +79,7 @@ class RouteTableActor:
         return self._table.generation
 
     async def get(self, replica: str = "", applied: int = 0) -> RouteTable:
+        """The current table; a replica passes its name and the generation it has applied."""
         if replica:
             self._acks[replica] = applied
         return self._table

@@ -14,11 +14,11 @@ import queue
 import random
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from engage.drift.samples import Sample, SampleConsumer
+from engage.paths import private_file
 
 __all__ = [
     "SAMPLE_CONSUMERS",
@@ -51,13 +51,13 @@ class SqliteSampleStore(SampleConsumer):
     """
 
     def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = private_file(Path(path))  # 0600 in a 0700 folder (engage.paths)
         self._db = sqlite3.connect(self.path, timeout=10, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(self.SCHEMA)
 
     def consume(self, samples: Sequence[Sample]) -> None:
+        """Append the samples in one transaction."""
         rows = [
             (
                 s.request_id,
@@ -74,6 +74,7 @@ class SqliteSampleStore(SampleConsumer):
             self._db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
     def close(self) -> None:
+        """Close the database connection."""
         self._db.close()
 
 
@@ -92,6 +93,13 @@ SAMPLE_CONSUMERS: dict[str, Callable[[Path], SampleConsumer]] = {
 
 
 def make_consumers(names: Sequence[str], folder: Path) -> list[SampleConsumer]:
+    """The consumers named in the spec, built for the app's ``folder``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name; the message lists the registered ones.
+    """
     unknown = [n for n in names if n not in SAMPLE_CONSUMERS]
     if unknown:
         raise ValueError(
@@ -123,6 +131,7 @@ class Sampler:
         self._thread = threading.Thread(target=self._loop, name="engage-sampler", daemon=True)
 
     def start(self) -> Sampler:
+        """Start the thread that hands queued samples to the consumers; returns self."""
         self._thread.start()
         return self
 
@@ -168,12 +177,9 @@ class Sampler:
             self.handed += len(taken)
 
     def stop(self, timeout_s: float = 5.0) -> None:
+        """Hand over what is queued, stop the thread and close every consumer."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=timeout_s)
         for consumer in self.consumers:
             consumer.close()
-
-
-def now() -> float:
-    return time.time()

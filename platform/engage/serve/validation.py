@@ -30,6 +30,7 @@ class RequestError(Exception):
         self.status, self.code, self.message, self.field = status, code, message, field
 
     def body(self) -> dict[str, Any]:
+        """The JSON error body: ``{"error": {"code", "message", "field"}}``."""
         return {"error": {"code": self.code, "message": self.message, "field": self.field}}
 
 
@@ -53,11 +54,14 @@ class InputSpec:
 
 @dataclass(frozen=True)
 class PredictRequest:
+    """A checked ``/predict`` body: float32 windows and one request id per window."""
+
     inputs: np.ndarray  # (n, window, features) float32
     request_ids: list[str]
 
 
 def too_large(limit: int) -> RequestError:
+    """The 413 for a body over ``limit`` bytes."""
     return RequestError(
         413, "body_too_large", f"request body is larger than the limit of {limit} bytes"
     )
@@ -89,6 +93,7 @@ async def read_limited(chunks: AsyncIterator[bytes], limit: int) -> bytes:
 
 
 def check_content_type(header: str | None) -> None:
+    """415 unless the request says JSON (or says nothing)."""
     media = (header or "").split(";")[0].strip().lower()
     if media not in ("application/json", ""):
         raise RequestError(
@@ -230,6 +235,7 @@ def _json_type(value: Any) -> str:
 
 
 def check_finite(x: np.ndarray) -> None:
+    """422 naming the first NaN or infinity in ``x`` (``nan_policy: reject``)."""
     finite = np.isfinite(x)
     if finite.all():
         return

@@ -295,9 +295,11 @@ class DriftWatchSpec(StrictModel):
         True, description="check sampled requests for drift (needs deploy.sampling.rate > 0)"
     )
     detectors: list[Name] = Field(
-        default_factory=lambda: ["cusum", "quality"],
+        default_factory=lambda: ["bocpd", "health"],
         min_length=1,
-        description="registered drift detectors (`engage drift check --help` lists them)",
+        description="registered drift detectors (`engage drift check --help` lists them); "
+        "default: Bayesian change points judged against the reference's own regimes, plus "
+        "NaN/missing/stuck-sensor checks (docs/BENCHMARKS.md, real-data section)",
     )
     check_every: int = Field(
         50, ge=1, le=1_000_000, description="sampled windows per check of a served version"

@@ -16,6 +16,7 @@ OP_TAG = "engage.op"
 
 
 def client_for(uri: str) -> Any:
+    """The MLflow client the drainer sends to ``uri`` with (one per URI)."""
     from engage.tracking.store import open_client
 
     return open_client(uri)
@@ -43,6 +44,7 @@ def create_run(client: Any, run: SpoolRun, parent_server_id: str | None) -> tupl
 
 
 def log_points(client: Any, run_id: str, batch: list[Entry]) -> None:
+    """Send metric, param and tag entries of one run as one ``log_batch`` request."""
     from mlflow.entities import Metric, Param, RunTag
 
     metrics = [Metric(e.key, e.value, e.ts, e.step or 0) for e in batch if e.kind == "metric"]
@@ -52,6 +54,7 @@ def log_points(client: Any, run_id: str, batch: list[Entry]) -> None:
 
 
 def apply_op(client: Any, run: SpoolRun, entry: Entry, spool: Spool) -> dict[str, Any] | None:
+    """Carry out one operation entry (text, artifacts, dataset, model, register) idempotently; returns what later entries need of it."""
     handler = _HANDLERS[entry.kind]
     return handler(client, run, entry.value, entry, spool)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engage.errors import TrackingError
+from engage.tracking.uris import mask_uri
 
 # The pipeline's registration step points "candidate" at every version it registers.
 CANDIDATE_ALIAS = "candidate"
@@ -45,14 +46,18 @@ class GateMetric:
     source: str  # "--metric", "version tag" or "run params": where it was found
 
     def worse(self, value: float, than: float) -> bool:
+        """Whether ``candidate`` is worse than ``champion`` on this metric."""
         return value < than if self.direction == "maximize" else value > than
 
     def describe(self) -> str:
+        """One line comparing the two values, for promotion messages."""
         return f"{self.name} ({'higher' if self.direction == 'maximize' else 'lower'} is better)"
 
 
 @dataclass(frozen=True)
 class ModelSummary:
+    """One registered model as `engage models list` shows it."""
+
     name: str
     versions: int
     champion: str | None
@@ -77,6 +82,8 @@ class VersionView:
 
 @dataclass(frozen=True)
 class ModelView:
+    """One registered model with its versions and aliases, for `engage models show`."""
+
     name: str
     aliases: Mapping[str, str]
     champion_history: tuple[str, ...]
@@ -94,6 +101,7 @@ class ModelRef:
     @classmethod
     def parse(cls, text: str) -> ModelRef:
         # Registered model names cannot contain '/' (MLflow refuses them), aliases no '@'.
+        """Parse ``NAME``, ``NAME@alias`` or ``NAME/version``; raises SpecError on anything else."""
         name, sep, version = text.partition("/")
         if sep:
             return cls(name, version=version)
@@ -264,7 +272,7 @@ def registered_model(client: Any, name: str) -> Any:
             raise TrackingError(refused(client, exc)) from None
     names = [m.name for m in list_models(client)]
     raise TrackingError(
-        f"no registered model named {name!r} in {client.tracking_uri}",
+        f"no registered model named {name!r} in {mask_uri(client.tracking_uri)}",
         hint=f"registered models: {', '.join(names)}"
         if names
         else "none is registered yet: a pipeline with tracking.registration registers one",
@@ -272,6 +280,7 @@ def registered_model(client: Any, name: str) -> Any:
 
 
 def version_exists(client: Any, name: str, version: str) -> bool:
+    """Whether ``name`` has a version ``version`` in the registry."""
     from mlflow.exceptions import MlflowException
 
     try:
@@ -282,6 +291,7 @@ def version_exists(client: Any, name: str, version: str) -> bool:
 
 
 def model_aliases(model: Any) -> dict[str, str]:
+    """The aliases of ``name``, alias to version."""
     return {alias: str(v) for alias, v in (model.aliases or {}).items()}
 
 
@@ -314,7 +324,8 @@ def refusals(client: Any) -> Iterator[None]:
 
 
 def refused(client: Any, exc: Any) -> str:
-    return f"MLflow registry at {client.tracking_uri} refused: {exc.message}"
+    """The message for an MLflow refusal, naming the store (its URI masked)."""
+    return f"MLflow registry at {mask_uri(client.tracking_uri)} refused: {exc.message}"
 
 
 def _direction(text: str) -> Direction:
@@ -324,4 +335,5 @@ def _direction(text: str) -> Direction:
 
 
 def fmt_value(value: float | None) -> str:
+    """A metric value as the CLI prints it (four significant digits, or n/a)."""
     return "not logged" if value is None else f"{value:.6g}"

@@ -34,7 +34,7 @@ from engage.tracking import _ops
 from engage.tracking.drain_process import DrainerProcess
 from engage.tracking.faults import permanent_fault
 from engage.tracking.spool import Entry, Spool, SpoolRun
-from engage.tracking.uris import mask_uri, resolve
+from engage.tracking.uris import mask_text, mask_uri, resolve
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,7 @@ class Drainer:
         """Send everything that can be sent now; never raises (faults go to ``status``)."""
         if self.status.fault is not None or not self._acquire():
             return self.status
+        self._uri = None
         try:
             for run in self.spool.unfinished_runs():
                 self._uri = run.tracking_uri
@@ -129,12 +130,12 @@ class Drainer:
             self.status.fault = fault
             self._warn(f"tracking stopped: {fault}")
             return
-        self.status.error = f"{type(exc).__name__}: {exc}"
+        self.status.error = mask_text(f"{type(exc).__name__}: {exc}")
         now = time.monotonic()
         if self._down_since is None:
             self._down_since = self._lag_said = now
             self._warn(
-                f"MLflow at {mask_uri(self._uri or '?')} unreachable "
+                f"MLflow unreachable at {mask_uri(self._uri or '?')} "
                 f"({self.status.error.splitlines()[0][:160]}); the job goes on and keeps every "
                 f"point in the spool ({self._lag()}); they are sent when it is back, or by "
                 "`engage sync`"

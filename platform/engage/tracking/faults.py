@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from engage.errors import TrackingError
-from engage.tracking.uris import mask_uri, sqlite_store_path
+from engage.tracking.uris import MissingPassword, mask_text, mask_uri, sqlite_store_path
 
 _SCHEMA_MARKS = (
     "already exists",
@@ -46,7 +46,7 @@ def permanent_fault(exc: BaseException, uri: str | None) -> TrackingError | None
     uri
         The tracking URI the pass was sending to, if any (named in the message).
     """
-    if isinstance(exc, SpoolDamaged):
+    if isinstance(exc, SpoolDamaged | MissingPassword):
         return exc
     text = " ".join(str(part) for part in _chain(exc)).lower()
     if "database is locked" in text or "database table is locked" in text:
@@ -98,7 +98,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def _first_line(exc: BaseException) -> str:
-    lines = str(getattr(exc, "message", None) or exc).strip().splitlines()
+    lines = mask_text(str(getattr(exc, "message", None) or exc)).strip().splitlines()
     return (lines[0] if lines else type(exc).__name__)[:300]
 
 

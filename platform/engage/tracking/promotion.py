@@ -49,11 +49,13 @@ class Comparison:
 
     @property
     def acceptable(self) -> bool:
+        """Whether the candidate may replace the champion."""
         if self.value is None or self.champion_value is None:
             return False
         return not self.metric.worse(self.value, self.champion_value)
 
     def explain(self) -> str:
+        """Why (or why not), one line per compared metric."""
         a, b = self.value, self.champion_value
         op = "vs" if a is None or b is None else "<" if a < b else ">" if a > b else "="
         return (
@@ -64,6 +66,8 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Promotion:
+    """What a promotion did: the version that became champion and the one it replaced."""
+
     name: str
     version: str
     previous: str | None
@@ -74,6 +78,8 @@ class Promotion:
 
 @dataclass(frozen=True)
 class Rollback:
+    """What a rollback did: the version restored as champion and the one it replaced."""
+
     name: str
     version: str
     rolled_back_from: str
@@ -81,6 +87,7 @@ class Rollback:
 
 
 def compare(client: Any, version: Any, champion: Any, metric: GateMetric) -> Comparison:
+    """Compare a candidate's metrics against the champion's on the gate's metrics."""
     return Comparison(
         metric,
         str(version.version),

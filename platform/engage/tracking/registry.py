@@ -9,6 +9,8 @@ from engage.spec.models import RegistrationSpec
 
 @dataclass(frozen=True)
 class GateDecision:
+    """Whether a trained model passes the registration gate, with the reasons."""
+
     passed: bool
     metric: str | None
     value: float | None
@@ -16,6 +18,7 @@ class GateDecision:
     direction: str | None
 
     def explain(self) -> str:
+        """The decision in one line for the CLI and the run's tags."""
         if self.metric is None:
             return "no gate configured"
         op = ">=" if self.direction == "maximize" else "<="
@@ -25,12 +28,15 @@ class GateDecision:
 
 @dataclass(frozen=True)
 class Registration:
+    """A registered model version and the alias it was given."""
+
     name: str
     version: str
     alias: str
 
 
 def decide(registration: RegistrationSpec, metrics: dict[str, float]) -> GateDecision:
+    """Apply the spec's gate thresholds to the final metrics."""
     gate = registration.gate
     if gate is None:
         return GateDecision(True, None, None, None, None)

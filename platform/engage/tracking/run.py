@@ -11,7 +11,8 @@ import json
 import shutil
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,7 @@ class PipelineRun:
         )
 
     def ids(self) -> RunIds:
+        """The run's local id and, once the drainer has created it, its MLflow ids."""
         run = self.spool.run(self.local_id)
         return RunIds(run.local_id, run.server_id, run.experiment_id)
 
@@ -93,6 +95,7 @@ class PipelineRun:
         return self.spool.run(self.local_id).run_id
 
     def log_params(self, resolved_spec: Mapping[str, Any]) -> None:
+        """Spool the flattened, resolved spec as the run's parameters."""
         points = [
             ("param", k, v[:_MAX_PARAM_VALUE], None, _now())
             for k, v in flatten(resolved_spec).items()
@@ -100,11 +103,13 @@ class PipelineRun:
         self.spool.append_points(self.local_id, points)
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
+        """Spool tags on the run."""
         self.spool.append_points(
             self.local_id, [("tag", k, str(v), None, _now()) for k, v in tags.items()]
         )
 
     def log_metric_events(self, events: Sequence[Event]) -> None:
+        """Spool the metric events among ``events`` with their own timestamp and step."""
         points = [
             ("metric", e.name, e.value, e.step or 0, e.timestamp_ms)
             for e in events
@@ -113,9 +118,11 @@ class PipelineRun:
         self.spool.append_points(self.local_id, points)
 
     def log_text(self, text: str, artifact_file: str) -> None:
+        """Spool a text artifact of the run."""
         self.spool.append_op(self.local_id, "text", {"text": text, "artifact_file": artifact_file})
 
     def log_dict(self, data: Mapping[str, Any], artifact_file: str) -> None:
+        """Spool a JSON artifact of the run."""
         self.log_text(json.dumps(data, indent=2, default=str), artifact_file)
 
     def log_artifacts(self, local_dir: Path, artifact_path: str) -> int:
@@ -124,15 +131,17 @@ class PipelineRun:
         The files are copied into the spool first (unless already there), so the caller's
         folder may go away before the drainer sends them. Returns the entry's seq.
         """
-        target = _ops.artifacts_dir(self.spool, self.local_id, artifact_path)
-        if Path(local_dir).resolve() != target.resolve():
-            shutil.copytree(local_dir, target, dirs_exist_ok=True)
+        with _spool_files(self.spool.files):
+            target = _ops.artifacts_dir(self.spool, self.local_id, artifact_path)
+            if Path(local_dir).resolve() != target.resolve():
+                shutil.copytree(local_dir, target, dirs_exist_ok=True)
         payload = {"local_dir": str(target), "artifact_path": artifact_path}
         return self.spool.append_op(self.local_id, "artifacts", payload)
 
     def log_dataset(
         self, frame: Any, *, name: str, source: str, target: str, digest: str, context: str
     ) -> None:
+        """Spool the run's dataset input (name, digest, schema, source and context)."""
         import mlflow.data
         from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
@@ -165,17 +174,18 @@ class PipelineRun:
             # The hint about integer columns does not apply: inputs are float32 windows.
             warnings.simplefilter("ignore", UserWarning)
             signature = infer_signature(input_example, output_example)
-        path = _ops.saved_model_dir(self.spool, self.local_id)
-        shutil.rmtree(path, ignore_errors=True)
-        mlflow.pytorch.save_model(
-            model,
-            path,
-            signature=signature,
-            input_example=input_example,
-            # A torch.export graph: loading it needs torch, not engage's model classes.
-            serialization_format="pt2",
-            pip_requirements=_requirements(),
-        )
+        with _spool_files(self.spool.files):
+            path = _ops.saved_model_dir(self.spool, self.local_id)
+            shutil.rmtree(path, ignore_errors=True)
+            mlflow.pytorch.save_model(
+                model,
+                path,
+                signature=signature,
+                input_example=input_example,
+                # A torch.export graph: loading it needs torch, not engage's model classes.
+                serialization_format="pt2",
+                pip_requirements=_requirements(),
+            )
         payload = {"name": "model", "local_dir": str(path), "model_type": "pytorch"}
         return self.spool.append_op(self.local_id, "model", payload)
 
@@ -197,6 +207,7 @@ class PipelineRun:
         )
 
     def model_uri(self, model_seq: int) -> str | None:
+        """The logged model's ``models:/`` URI once the drainer has logged it, else None."""
         result = self.spool.result(model_seq)
         return f"models:/{json.loads(result)['model_id']}" if result else None
 
@@ -217,6 +228,18 @@ class PipelineRun:
             if status == "FINISHED":
                 raise
             warnings.warn(f"could not record the run's {status} end: {exc}", stacklevel=2)
+
+
+@contextmanager
+def _spool_files(folder: Path) -> Iterator[None]:
+    """Files copied into the spool: a full disk is a TrackingError (exit 5), not a crash."""
+    try:
+        yield
+    except OSError as exc:
+        raise TrackingError(
+            f"cannot save files into the tracking spool at {folder}: {exc}",
+            hint="free disk space or fix permissions; the run's points are in the spool",
+        ) from None
 
 
 def _now() -> int:

@@ -62,11 +62,14 @@ _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
 def now_ms() -> int:
+    """Milliseconds since the epoch (MLflow's timestamp unit)."""
     return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)
 class SpoolRun:
+    """One run as the spool knows it: what to create, and the MLflow ids once created."""
+
     local_id: str
     tracking_uri: str
     experiment: str
@@ -149,6 +152,7 @@ class Spool:
             raise OSError(f"folder {self.path.parent} is not writable")
 
     def close(self) -> None:
+        """Close this connection (other processes' connections are unaffected)."""
         self._db.close()
 
     # -- writing -------------------------------------------------------------------------
@@ -210,6 +214,7 @@ class Spool:
         return len(rows)
 
     def append_op(self, run: str, kind: str, payload: dict[str, Any]) -> int:
+        """Append one operation (text, artifacts, dataset, model, register) in a synced transaction; returns its seq."""
         with self._tx() as db:
             cur = db.execute(
                 "INSERT INTO outbox (run, kind, text, ts) VALUES (?, ?, ?, ?)",
@@ -225,6 +230,7 @@ class Spool:
             )
 
     def end_run(self, run: str, status: str) -> None:
+        """Record the run's end status (the first status recorded wins)."""
         with self._tx() as db:
             db.execute(
                 "UPDATE runs SET status = ?, end_ms = ? WHERE local_id = ? AND status IS NULL",
@@ -233,6 +239,7 @@ class Spool:
 
     # -- the drainer's side --------------------------------------------------------------
     def set_server_ids(self, run: str, server_id: str, experiment_id: str) -> None:
+        """Record the MLflow run and experiment ids of a created run (the drainer's side)."""
         with self._tx() as db:
             db.execute(
                 "UPDATE runs SET server_id = ?, experiment_id = ? WHERE local_id = ?",
@@ -240,16 +247,19 @@ class Spool:
             )
 
     def mark_sent(self, seqs: Sequence[int], result: str | None = None) -> None:
+        """Mark entries as in MLflow, with an operation's result (the drainer's side)."""
         with self._tx() as db:
             db.executemany(
                 "UPDATE outbox SET sent = 1, result = ? WHERE seq = ?", [(result, s) for s in seqs]
             )
 
     def mark_ended(self, run: str) -> None:
+        """Record that MLflow has the run's end (the drainer's side)."""
         with self._tx() as db:
             db.execute("UPDATE runs SET ended_on_server = 1 WHERE local_id = ?", (run,))
 
     def pending(self, run: str, limit: int) -> list[Entry]:
+        """Up to ``limit`` unsent entries of ``run``, in order."""
         rows = self._read(
             "SELECT seq, run, kind, key, num, text, step, ts FROM outbox"
             " WHERE sent = 0 AND run = ? ORDER BY seq LIMIT ?",
@@ -258,10 +268,12 @@ class Spool:
         return [_entry(r) for r in rows]
 
     def runs(self, where: str = "1 = 1", args: Sequence[Any] = ()) -> list[SpoolRun]:
+        """Runs matching a SQL condition, oldest first."""
         rows = self._read(f"SELECT * FROM runs WHERE {where} ORDER BY start_ms", args)
         return [_run(r) for r in rows]
 
     def run(self, local_id: str) -> SpoolRun:
+        """The run with this local or MLflow id; raises TrackingError when there is none."""
         found = self.runs("local_id = ? OR server_id = ?", (local_id, local_id))
         if not found:
             raise TrackingError(f"no run {local_id} in the spool at {self.path}")
@@ -275,23 +287,29 @@ class Spool:
         )
 
     def result(self, seq: int) -> str | None:
+        """What an operation entry produced (JSON), once sent."""
         rows = self._read("SELECT result FROM outbox WHERE seq = ?", (seq,))
         return rows[0][0] if rows else None
 
     def stats(self) -> SpoolStats:
+        """How many entries wait to be sent, and the age of the oldest."""
         ((depth, oldest),) = self._read("SELECT COUNT(*), MIN(ts) FROM outbox WHERE sent = 0")
         lag = (now_ms() - oldest) / 1000 if oldest else 0.0
         return SpoolStats(int(depth), lag)
 
     def pending_count(self, run: str) -> int:
+        """How many entries of ``run`` wait to be sent."""
         return self._read("SELECT COUNT(*) FROM outbox WHERE sent = 0 AND run = ?", (run,))[0][0]
 
     def integrity_check(self) -> str:
+        """SQLite's integrity check of the spool file: ``ok`` or what is damaged."""
         return self._read("PRAGMA integrity_check")[0][0]
 
 
 @dataclass(frozen=True)
 class SpoolStats:
+    """The spool's backlog: entries not yet in MLflow and the age of the oldest."""
+
     depth: int  # entries not yet in MLflow
     lag_seconds: float  # age of the oldest of them
 

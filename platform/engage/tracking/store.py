@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from typing import Any
 
 from engage import env_vars
 from engage.errors import TrackingError
+from engage.paths import private_dir, private_file
 from engage.tracking.uris import mask_uri
 
 
@@ -20,6 +22,7 @@ def resolve_tracking_uri(spec_uri: str | None, flag: str | None, home: Path) -> 
 
 
 def default_tracking_uri(home: Path) -> str:
+    """The local SQLite store under ``home``, the zero-setup default."""
     return f"sqlite:///{home / 'mlflow.db'}"
 
 
@@ -37,17 +40,13 @@ def open_client(uri: str):
     :func:`pinned_default_uri`): MLflow 3's registry stores look logged models up through a
     bare ``MlflowClient()``, which would otherwise open (and create) ``./mlflow.db``.
     """
-    from mlflow import MlflowClient
-
-    class _Client(MlflowClient):
-        def _get_registry_client(self):
-            return _Pinned(super()._get_registry_client(), self.tracking_uri)
-
-        def __reduce__(self):  # a local class: pickle (Ray, multiprocessing) rebuilds it by URI
-            return open_client, (uri,)
-
     if uri.startswith("sqlite:///"):
-        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        store = Path(uri.removeprefix("sqlite:///"))
+        # 0600 before MLflow creates its tables, 0700 where artifact_root_for puts artifacts;
+        # best effort: on a read-only folder MLflow's own error says what is wrong.
+        with contextlib.suppress(OSError):
+            private_file(store)
+            private_dir(store.parent / "artifacts")
     return _client_class()(tracking_uri=uri, registry_uri=uri)
 
 

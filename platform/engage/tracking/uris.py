@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +40,18 @@ def mask_uri(uri: str) -> str:
     if parts.port is not None:
         host = f"{host}:{parts.port}"
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}"))
+
+
+_IN_TEXT = re.compile(r"([a-z][a-z0-9+.-]*://[^:/@\s]*):([^@\s/]+)@", re.IGNORECASE)
+
+
+class MissingPassword(TrackingError):
+    """A stored (masked) tracking URI whose password this process was not given."""
+
+
+def mask_text(text: str) -> str:
+    """``text`` with the password of every URI in it replaced by ``***`` (for messages)."""
+    return _IN_TEXT.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
 
 
 def remember(uri: str) -> str:
@@ -77,7 +90,7 @@ def resolve(uri: str) -> str:
 
     Raises
     ------
-    TrackingError
+    MissingPassword
         The password is not known to this process, in ``MLFLOW_TRACKING_URI`` or in
         ``MLFLOW_TRACKING_PASSWORD``.
     """
@@ -92,7 +105,7 @@ def resolve(uri: str) -> str:
     password = os.environ.get("MLFLOW_TRACKING_PASSWORD")
     if password:
         return uri.replace(f":{MASK}@", f":{_quote(password)}@", 1)
-    raise TrackingError(
+    raise MissingPassword(
         f"the spool keeps {uri} without its password, and this process does not know it",
         hint="export MLFLOW_TRACKING_URI with the whole URI (or MLFLOW_TRACKING_PASSWORD), "
         "then run `engage sync`; nothing has been dropped",

@@ -61,6 +61,7 @@ JOB_ARGS = [
     "--set", f"train.faults.stall_seconds={STALL_S}",
     "--set", f"monitor.stall_seconds={STALL_THRESHOLD_S}",
     "--set", "monitor.evaluate_every_seconds=1",
+    "--set", "export.formats=[]",  # after training: nothing here watches the export stage
 ]  # fmt: skip
 QUERIES = (
     "engage_epoch",

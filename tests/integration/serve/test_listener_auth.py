@@ -103,9 +103,12 @@ def test_auth_is_decided_by_the_listener_not_by_the_spec(tmp_path: Path) -> None
     with_token = base | {"ENGAGE_SERVE_TOKEN": TOKEN}
 
     def engage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-        return subprocess.run(
+        done = subprocess.run(
             [str(ENGAGE), *args], env=env, capture_output=True, text=True, timeout=400
         )
+        # The console wraps long lines: compare text with its whitespace collapsed.
+        done.stdout, done.stderr = (" ".join(t.split()) for t in (done.stdout, done.stderr))
+        return done
 
     try:
         first = engage(
@@ -113,7 +116,9 @@ def test_auth_is_decided_by_the_listener_not_by_the_spec(tmp_path: Path) -> None
             "--app", "first", env=with_token,
         )  # fmt: skip
         assert first.returncode == 0, first.stdout + first.stderr
-        assert f"listening on 0.0.0.0:{port} (bearer token required" in first.stdout
+        assert f"listening on 0.0.0.0:{port} (bearer token from $ENGAGE_SERVE_TOKEN required)" in (
+            first.stdout
+        )
         cluster = read_cluster(home)
         assert cluster is not None
 

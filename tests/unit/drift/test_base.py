@@ -97,3 +97,9 @@ def test_a_wrong_number_of_features_is_an_error_result(gaussian_reference) -> No
 def test_names_register_once() -> None:
     with pytest.raises(ValueError, match="already registered"):
         register_detector("cusum")(_Broken)
+
+
+def test_every_detector_module_in_the_list_registers_and_every_detector_is_listed() -> None:
+    listed = {module.__name__ for module in drift.DETECTOR_MODULES}
+
+    assert {cls.__module__ for _, cls in DETECTORS.items()} == listed

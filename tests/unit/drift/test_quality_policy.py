@@ -118,3 +118,82 @@ def test_min_detectors_needs_agreement() -> None:
 
     assert not policy.decide([_result("ks", True, ["a"]), _result("cusum", False)], 3).alert
     assert policy.decide([_result("ks", True, ["a"]), _result("cusum", True, ["a"])], 3).alert
+
+
+# -- regimes and the alert hysteresis (AlertLatch): written once, used for every alert ------
+def _in_regime(changed: bool, since: int | None = None, features=()) -> DriftResult:
+    from engage.drift import Regime
+
+    return DriftResult(
+        "cusum", 2.0 if changed else 0.3, 1.0, regime=Regime(changed, since, features)
+    )
+
+
+def test_a_detector_still_in_a_changed_regime_drifts_and_dates_the_change() -> None:
+    decision = DriftPolicy().decide([_in_regime(True, 120, ("b",))], n_features=3)
+
+    assert decision.alert
+    assert decision.features == ("b",)
+    assert decision.since == 120
+    assert decision.settled
+
+
+def test_no_drift_is_settled_only_when_every_detector_keeps_regimes() -> None:
+    policy = DriftPolicy()
+
+    assert policy.decide([_in_regime(False)], 3).settled
+    assert not policy.decide([_in_regime(False), _result("quality", False)], 3).settled
+
+
+def test_the_latch_fires_once_and_again_only_when_features_grow() -> None:
+    from engage.drift import AlertLatch
+
+    latch = AlertLatch()
+
+    first = latch.update(True, ["a"], since=10.0)
+    same = latch.update(True, ["a"], since=20.0)
+    grown = latch.update(True, ["b"], since=30.0)
+
+    assert (first.state, first.features, first.since) == ("firing", ("a",), 10.0)
+    assert same is None
+    assert (grown.state, grown.features, grown.since) == ("firing", ("a", "b"), 10.0)
+
+
+def test_the_latch_resolves_after_clean_checks_or_at_once_when_settled() -> None:
+    from engage.drift import AlertLatch
+
+    slow, fast = AlertLatch(clear_after=3), AlertLatch(clear_after=3)
+    for latch in (slow, fast):
+        latch.update(True, ["a"])
+
+    steps = [slow.update(False) for _ in range(3)]
+    at_once = fast.update(False, settled=True)
+
+    assert steps[:2] == [None, None]
+    assert (steps[2].state, steps[2].clean, steps[2].features) == ("resolved", 3, ("a",))
+    assert (at_once.state, at_once.returned) == ("resolved", True)
+    assert not slow.firing
+    assert not fast.firing
+
+
+def test_a_drifting_check_restarts_the_count_of_clean_ones() -> None:
+    from engage.drift import AlertLatch
+
+    latch = AlertLatch(clear_after=2)
+    latch.update(True, ["a"])
+
+    assert latch.update(False) is None
+    assert latch.update(True, ["a"]) is None
+    assert latch.update(False) is None
+    assert latch.update(False).state == "resolved"
+
+
+def test_renewing_resolves_a_firing_latch_and_nothing_else() -> None:
+    from engage.drift import AlertLatch
+
+    latch = AlertLatch()
+
+    assert latch.renew() is None
+    latch.update(True, ["a"])
+    assert latch.renew().state == "resolved"
+    assert latch.update(False) is None

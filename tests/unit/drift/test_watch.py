@@ -25,7 +25,8 @@ from engage.spec.models import DriftWatchSpec
 
 MODEL = "occupancy"
 WINDOW = 10
-SPEC = DriftWatchSpec(check_every=50, min_samples=50, ert=100_000.0)
+# The 0.x default set, pinned: these tests are about the watcher with cusum and quality.
+SPEC = DriftWatchSpec(detectors=["cusum", "quality"], check_every=50, min_samples=50, ert=100_000.0)
 
 
 class _Recorder:
@@ -358,7 +359,13 @@ def test_a_reference_without_outputs_skips_the_proxy_without_error(tmp_path):
 
 
 def test_the_proxy_can_be_turned_off(tmp_path):
-    spec = DriftWatchSpec(check_every=50, min_samples=50, ert=100_000.0, prediction_shift=False)
+    spec = DriftWatchSpec(
+        detectors=["cusum", "quality"],
+        check_every=50,
+        min_samples=50,
+        ert=100_000.0,
+        prediction_shift=False,
+    )
     watcher, recorder, registry, _ = _proxy_watcher(tmp_path, _logits(2000, 0.3, seed=33), spec)
     x = make_stream("no_drift", seed=34, n=500).x
 
@@ -459,7 +466,11 @@ def test_a_lasting_shift_is_one_alert_dated_at_the_change_and_stays_drifted(watc
     assert 470 <= alert["started"] <= 600
     assert "since 1970-01-01T00:0" in alert["summary"]
     status = watcher.status(MODEL, "1")
-    assert (status.drifting, status.features, status.since) == (True, ("temperature",), alert["started"])
+    assert (status.drifting, status.features, status.since) == (
+        True,
+        ("temperature",),
+        alert["started"],
+    )
     first = next(i for i, g in enumerate(gauges) if g == 1.0)
     assert all(g == 1.0 for g in gauges[first:])  # drifted from the change on, not now and then
     assert [a.rule for a in store.open_alerts()] == [DRIFT_RULE]

@@ -61,3 +61,10 @@ def test_sqlite_store_receives_samples(tmp_path):
     assert {r["request_id"] for r in rows} == {f"r{i}" for i in range(7)}
     assert rows[0]["label"] == "1"
     assert rows[0]["version"] == "1"
+
+
+def test_serving_hands_drift_its_own_sample_type():
+    import engage.drift.samples as samples
+
+    assert Sample is samples.Sample
+    assert SampleConsumer is samples.SampleConsumer

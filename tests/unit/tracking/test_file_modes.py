@@ -29,7 +29,7 @@ def test_a_new_home_is_0700_and_the_spool_files_0600(tmp_path: Path) -> None:
     for name in ("spool.db", "spool.db-wal", "spool.db-shm", "spool.lock"):
         assert _mode(home / name) == 0o600, name
     assert _mode(home / "spool-files") == 0o700
-    assert _mode(home / "spool-files" / run.local_id / "artifacts" / "notes") == 0o700
+    assert _mode(home / "spool-files" / run.local_id) == 0o700
     spool.close()
 
 
@@ -40,3 +40,15 @@ def test_an_existing_spool_file_is_tightened(tmp_path: Path) -> None:
     Spool(tmp_path / "spool.db").close()
 
     assert _mode(tmp_path / "spool.db") == 0o600
+
+
+def test_a_new_mlflow_sqlite_store_is_0600(tmp_path: Path) -> None:
+    from engage.tracking import ensure_experiment, open_client
+
+    home = tmp_path / "new-home"
+
+    ensure_experiment(open_client(f"sqlite:///{home / 'mlflow.db'}"), "modes")
+
+    assert _mode(home) == 0o700
+    assert _mode(home / "mlflow.db") == 0o600
+    assert _mode(home / "artifacts") == 0o700

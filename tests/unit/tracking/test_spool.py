@@ -201,3 +201,20 @@ def test_every_write_on_a_full_disk_is_a_tracking_error_naming_the_file(mounted,
 
     assert str(spool.path) in caught.value.message
     assert "disk" in caught.value.hint
+
+
+def test_artifacts_copied_into_a_full_spool_folder_are_a_tracking_error(
+    mounted, tmp_path: Path
+) -> None:
+    from engage.tracking import PipelineRun
+
+    spool = Spool(mounted("size=256k") / "spool.db")
+    run = PipelineRun(spool, _run(spool), "sqlite:///x.db", "exp")
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "weights.bin").write_bytes(b"\0" * 1_000_000)
+
+    with pytest.raises(TrackingError) as caught:
+        run.log_artifacts(big, "weights")
+
+    assert str(spool.files) in caught.value.message

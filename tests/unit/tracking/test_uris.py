@@ -76,3 +76,29 @@ def test_a_later_process_takes_the_password_from_the_environment(
 def test_remember_returns_the_masked_form() -> None:
     assert remember("http://c:d@h:1") == "http://c:***@h:1"
     assert resolve_uri("http://c:***@h:1") == "http://c:d@h:1"
+
+
+def test_passwords_in_error_text_are_masked() -> None:
+    from engage.tracking.uris import mask_text
+
+    text = "API request to http://u:pw1@h:5000/api failed; db postgresql://e:pw2@db/x down"
+
+    assert mask_text(text) == (
+        "API request to http://u:***@h:5000/api failed; db postgresql://e:***@db/x down"
+    )
+
+
+def test_a_stored_uri_without_a_known_password_is_a_permanent_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engage.tracking import Drainer
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD", raising=False)
+    spool = Spool(tmp_path / "spool.db")
+    spool.create_run("http://carol:***@127.0.0.1:9", "e", "r", {})  # as a past job stored it
+
+    fault = Drainer(spool.path).drain_once().fault
+
+    assert fault is not None
+    assert "MLFLOW_TRACKING_PASSWORD" in fault.hint

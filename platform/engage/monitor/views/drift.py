@@ -48,6 +48,7 @@ class DriftView:
 
     @property
     def title(self) -> str:
+        """``deployment APP: MODEL version V`` (no deployment part without a monitoring run)."""
         where = f"deployment {self.app}: " if self.app else ""
         versions = ", ".join(self.versions) or "?"
         return f"{where}{self.model} version {versions}"

@@ -28,12 +28,15 @@ _REJECT_COLUMNS = ["round", "client", "reason", "detail"]
 
 @dataclass(frozen=True)
 class FederatedRun:
+    """A run that recorded federated verdicts: its id, job name and last event time."""
+
     run_id: str
     job: str
     last_ts: float
 
     @property
     def label(self) -> str:
+        """``job · run id``: what the run picker shows."""
         return f"{self.job} · {self.run_id}"
 
 

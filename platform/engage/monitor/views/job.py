@@ -25,11 +25,11 @@ from engage.monitor.views.sources import local_times, reading_mlflow
 
 # The series the page draws, in order: name -> (title, unit for the axis).
 SERIES = {
-    "step time": ("Step time", "seconds per step"),
-    "throughput": ("Throughput", "samples per second"),
-    "data stall": ("Data-stall ratio", "share of step time waiting for data"),
-    "cpu": ("CPU", "cores busy (rank 0 worker)"),
-    "memory": ("Memory", "resident MiB (rank 0 worker)"),
+    "step time": ("Step time (rank 0)", "seconds per step"),
+    "throughput": ("Throughput (rank 0)", "samples per second"),
+    "data stall": ("Data-stall ratio: step time spent waiting for data", "share"),
+    "cpu": ("CPU of the rank 0 worker", "cores busy"),
+    "memory": ("Memory of the rank 0 worker", "resident MiB"),
 }
 STEP_KEYS = ("step_seconds", "data_wait_seconds", "samples")
 RESOURCE_KEYS = ("worker_cpu_seconds", "worker_resident_memory_bytes")

@@ -44,6 +44,7 @@ class JobRow:
 
     @property
     def metrics_text(self) -> str:
+        """The key metrics the row has, ``name value · ...`` in KEY_METRICS order."""
         shown = [(k, self.metrics[k]) for k in KEY_METRICS if k in self.metrics]
         return " · ".join(f"{k} {v:.4g}" for k, v in shown) or "-"
 

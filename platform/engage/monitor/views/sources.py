@@ -40,6 +40,7 @@ class Sources:
         events_uri: str | None = None,
         tracking_uri: str | None = None,
     ) -> Sources:
+        """Resolve each location: argument, else environment, else the default under home."""
         from engage import env_vars
         from engage.tracking.store import resolve_tracking_uri
 
