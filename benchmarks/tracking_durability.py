@@ -152,15 +152,14 @@ def trial(layout: str, period_s: float, kill_after_s: float, quiet: bool) -> dic
         time.sleep(1.5 if quiet else kill_after_s)
         if layout == "worker":
             os.kill(pids[1], signal.SIGKILL)
-            acked = _Ack(ack_path).get()
+            acked, elapsed = _Ack(ack_path).get(), time.monotonic() - started
             time.sleep(1.0)
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)
         else:
             os.killpg(proc.pid, signal.SIGKILL)
-            acked = _Ack(ack_path).get()
+            acked, elapsed = _Ack(ack_path).get(), time.monotonic() - started
             proc.wait(timeout=60)
-        elapsed = time.monotonic() - started
         spooled = _spooled_steps(home)
     lost = sum(METRICS - min(spooled.get(step, 0), METRICS) for step in range(acked))
     rate = acked / elapsed if not quiet else 0.0

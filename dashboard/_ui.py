@@ -100,13 +100,25 @@ def table(frame: pd.DataFrame, widths: dict[str, str | int] | None = None, **con
     for name in frame.columns:
         given = (widths or {}).get(str(name)) or _default_width(frame[name])
         weights[str(name)] = _WEIGHTS.get(given, given) if isinstance(given, str) else given
-    total = sum(weights.values()) or 1
     columns = {}
-    for name, weight in weights.items():
-        width = max(MIN_COLUMN_PX, int(TABLE_PX * weight / total))
+    for name, width in _share(weights).items():
         given = config.get(name)
         columns[name] = _with_width(given, width) if given is not None else {"width": width}
     st.dataframe(frame, hide_index=True, width="stretch", column_config=columns)
+
+
+def _share(weights: dict[str, float]) -> dict[str, int]:
+    """``TABLE_PX`` split by weight; a column under ``MIN_COLUMN_PX`` gets that, the rest
+    share what is left, so the total stays within ``TABLE_PX``."""
+    narrow: set[str] = set()
+    while True:
+        budget = TABLE_PX - MIN_COLUMN_PX * len(narrow)
+        total = sum(w for n, w in weights.items() if n not in narrow) or 1
+        share = {n: budget * w / total for n, w in weights.items() if n not in narrow}
+        more = {n for n, px in share.items() if px < MIN_COLUMN_PX}
+        if not more:
+            return {n: MIN_COLUMN_PX if n in narrow else int(share[n]) for n in weights}
+        narrow |= more
 
 
 TABLE_PX = 900  # what a table may take: the main column of a 1400-pixel-wide window

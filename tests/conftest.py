@@ -35,11 +35,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     unit = REPO / "tests" / "unit"
     first_unit = next((item for item in rest if item.path.is_relative_to(unit)), None)
     items[:] = rest + deferred
+    modules = list(dict.fromkeys(_background_module(item) for item in deferred))
+    for module in modules:  # also when the module's own fixture starts it (no unit tests)
+        config.add_cleanup(module.stop_background)
     if first_unit is not None:
-        modules = list(dict.fromkeys(_background_module(item) for item in deferred))
         first_unit.stash[_STARTS_BACKGROUND] = modules
-        for module in modules:
-            config.add_cleanup(module.stop_background)
 
 
 def _background_module(item: pytest.Item) -> Any:

@@ -64,6 +64,11 @@ def _show(detail: JobDetail) -> None:
         st.error(f"Open alerts: **{', '.join(row.open_alerts)}**")
     if now is not None and now.error:
         st.warning(f"metrics endpoint {now.url}: {now.error}")
+    if detail.running and (now is None or now.url is None):
+        st.caption(
+            "No metrics endpoint answers for this job: the data stall over the last minute "
+            "and the time since its last step come from it (`engage monitor` lists endpoints)."
+        )
     if detail.running and now is not None and now.spool_depth:
         st.caption(f"{now.spool_depth:.0f} tracking entries not yet in MLflow: the curves lag.")
     if not detail.in_mlflow:

@@ -69,6 +69,7 @@ SHIFT = 0.5  # reference standard deviations: a regime mean this far off has mov
 VAR_RATIO = 2.0  # a regime variance this many times off (either way) has moved
 VAR_FLOOR = 1e-4  # standardised variance below which regimes count as constant alike
 LEARN_ROWS = 3000  # reference rows the detector runs over to learn the known regimes
+MIN_SEGMENT = 50  # rows a reference segment needs to count as a known regime (fewer: noise)
 
 
 def normal_gamma(mu: float, kappa: float, alpha: float, beta: float, f: int) -> np.ndarray:
@@ -244,7 +245,7 @@ class BocpdDetector(DriftDetector):
         """Mean and variance ``(2, K, F)`` of the regimes the reference itself holds.
 
         The detector is run over (at most ``LEARN_ROWS`` of) the reference rows, in their
-        time order; each segment between its changes of at least ``window`` rows is a
+        time order; each segment between its changes of at least ``MIN_SEGMENT`` rows is a
         regime the model was trained on (night and day, weekday and weekend). A live
         regime that matches one of them is a change, but not drift. The whole
         reference is always one of them.
@@ -260,7 +261,7 @@ class BocpdDetector(DriftDetector):
         bounds = sorted({0, len(rows), *(start for _, start in self.changes)})
         means, variances = [np.nanmean(z, axis=0)], [np.nanvar(z, axis=0)]
         for lo, hi in pairwise(bounds):
-            if hi - lo >= self.window:
+            if hi - lo >= max(self.window, MIN_SEGMENT):
                 means.append(np.nanmean(rows[lo:hi], axis=0))
                 variances.append(np.nanvar(rows[lo:hi], axis=0))
         return np.array([means, variances])
@@ -383,6 +384,14 @@ class BocpdDetector(DriftDetector):
             regime=self.drifted,
         )
 
+    def _variance(self, s: np.ndarray, r: int) -> float:
+        """A run's variance estimate: empirical (without the prior's rate, which would keep
+        a constant sensor's variance near 1 for long) for runs that began after the start,
+        the posterior mean for the long-run bucket (seeded with the reference)."""
+        if 0 < r < self.max_run - 1:
+            return max(0.0, 2.0 * (float(s[BETA]) - 1.0) / r)
+        return float(s[BETA] / s[ALPHA])
+
     def _young(self) -> bool:
         """Whether some group's most probable run is shorter than the long-run bucket
         (otherwise the regime is judged once at the end of the check, not per row)."""
@@ -405,7 +414,7 @@ class BocpdDetector(DriftDetector):
             g = 0 if self.groups == 1 else j
             r = int(np.argmax(self.logp[:, g]))
             s = self.state[:, r, j]
-            var = max(s[BETA] / s[ALPHA], VAR_FLOOR)
+            var = max(self._variance(s, r), VAR_FLOOR)
             gap = np.abs(s[MU] - k_mu[:, j])
             if (
                 r < self.min_gap

@@ -160,6 +160,11 @@ class Drainer:
                 return False
         return True
 
+    def _release(self) -> None:
+        if self._have_lock:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+            self._have_lock = False
+
     def _client(self, uri: str) -> Any:
         if uri not in self._clients:
             self._clients[uri] = self._factory(resolve(uri))
@@ -171,6 +176,8 @@ class Drainer:
             run = self._create(run, client)
         while entries := self.spool.pending(run.local_id, 2000):
             self._send(run, entries, client)
+            if self._stop.is_set():  # stop() waits: the rest goes in the next pass
+                return
         if run.status and not run.ended_on_server:
             client.set_terminated(run.server_id, status=run.status, end_time=run.end_ms)
             self.spool.mark_ended(run.local_id)
@@ -286,6 +293,21 @@ class Drainer:
         TrackingError
             A permanent fault stopped the drainer (its message names the repair).
         """
+        if self._process is not None:
+            # Someone waits for MLflow, so nothing runs that the drainer must yield to: drain
+            # here at full priority (a nice-19 process on a busy machine gets almost no CPU),
+            # then hand the spool back to a fresh drainer process.
+            interval = self._process.interval_s
+            self._process.stop(0.0)  # it releases the spool's lock
+            self._process = None
+            try:
+                return self.flush(run_local_id, timeout_s)
+            finally:
+                if not self._stop.is_set():
+                    self._release()
+                    self._process = DrainerProcess(
+                        self.spool.path, interval, self._warn, self.status
+                    )
         deadline = time.monotonic() + timeout_s
         nudged = 0.0
         while True:
@@ -328,9 +350,7 @@ class Drainer:
         if final_drain_s > 0:
             with contextlib.suppress(Exception):
                 self.flush(timeout_s=final_drain_s)
-        if self._have_lock:
-            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
-            self._have_lock = False
+        self._release()
         self._lock_file.close()
         self.spool.close()
 

@@ -51,6 +51,7 @@ class DrainerProcess:
     ) -> None:
         self._warn = warn
         self._status = status
+        self.interval_s = interval_s
         self._write_lock = threading.Lock()
         command = [sys.executable, "-m", "engage.tracking.drainer_main", str(spool_path)]
         self._proc = subprocess.Popen(

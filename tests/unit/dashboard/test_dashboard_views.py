@@ -39,3 +39,86 @@ def test_child_run_rows_fill_in_what_the_events_lack_without_duplicating() -> No
     merged = _union(events, children, ["round", "client"])
 
     assert merged[["client", "action"]].values.tolist() == [["a", "aggregate"], ["b", ""]]
+
+
+def _points(values: list[float], every_s: float = 1.0) -> pd.DataFrame:
+    start = pd.Timestamp("2026-01-01 12:00:00")
+    times = [start + pd.Timedelta(seconds=every_s * i) for i in range(len(values))]
+    return pd.DataFrame({"time": times, "value": values})
+
+
+def test_job_series_bins_steps_into_step_time_throughput_and_stall_ratio() -> None:
+    from engage.monitor.views.job import MAX_POINTS, job_series
+
+    n = 3 * MAX_POINTS  # three steps per bin
+    history = {
+        "step_seconds": _points([0.1] * n),
+        "data_wait_seconds": _points([0.025] * n),
+        "samples": _points([32.0] * n),
+    }
+
+    series = job_series(history)
+
+    by = {name: part["value"] for name, part in series.groupby("series")}
+    assert len(by["step time"]) == MAX_POINTS
+    assert by["step time"].to_numpy() == pytest.approx(0.1)
+    assert by["throughput"].to_numpy() == pytest.approx(320.0)  # 32 samples per 0.1 s
+    assert by["data stall"].to_numpy() == pytest.approx(0.25)
+
+
+def test_job_series_turns_cumulative_cpu_into_cores_and_skips_a_restart() -> None:
+    from engage.monitor.views.job import job_series
+
+    history = {
+        "worker_cpu_seconds": _points([0.0, 2.0, 4.0, 0.5, 2.5], every_s=2.0),
+        "worker_resident_memory_bytes": _points([2.0**20 * 300] * 5, every_s=2.0),
+    }
+
+    series = job_series(history)
+
+    cpu = series.loc[series["series"] == "cpu", "value"].tolist()
+    assert cpu == pytest.approx([1.0, 1.0, 1.0])  # the drop to 0.5 (a new worker) is skipped
+    assert set(series.loc[series["series"] == "memory", "value"]) == {300.0}
+    assert list(dict.fromkeys(series["series"])) == ["cpu", "memory"]
+
+
+@pytest.mark.parametrize(
+    ("detected", "feature", "moved", "expected"),
+    [
+        (1.0, "co2", ("co2",), True),
+        (1.0, "humidity", ("co2",), False),
+        (0.0, "co2", ("co2",), False),
+        (1.0, "all", (), True),
+        (1.0, "co2", (), None),  # drift, but no alert has named the features yet
+        (float("nan"), "co2", ("co2",), None),  # the check failed
+        (None, "co2", ("co2",), None),
+    ],
+)
+def test_a_features_drift_verdict_is_its_own(detected, feature, moved, expected) -> None:
+    from engage.monitor.views.drift import _feature_drifts
+
+    assert _feature_drifts(detected, feature, moved) is expected
+
+
+def test_a_job_detail_joins_the_jobs_live_endpoint_view() -> None:
+    from engage.monitor.live import JobView, LiveView
+    from engage.monitor.views.job import job_detail
+    from engage.monitor.views.jobs import JobRow
+
+    row = JobRow("r1", "train", "running", 1.0)
+    now = JobView("train", "r1", "running", "http://127.0.0.1:9/metrics", stall_ratio=0.4)
+    other = JobView("other", "r2", "running")
+
+    detail = job_detail(row, None, LiveView([other, now], [], 2.0))
+
+    assert detail.live is now
+    assert detail.running
+    assert not detail.in_mlflow  # no MLflow store: no curves, and the page says why
+    assert detail.series.empty
+
+
+def test_the_experiments_view_hides_the_experiment_the_serving_replicas_log_to() -> None:
+    from engage.monitor.views.experiments import MONITORING_EXPERIMENT
+    from engage.serve.controller import EXPERIMENT
+
+    assert MONITORING_EXPERIMENT == EXPERIMENT

@@ -67,9 +67,7 @@ def test_an_app_without_token_on_a_non_loopback_listener_is_refused_whatever_it_
 
 
 def test_an_app_with_a_token_on_a_non_loopback_listener_gets_its_digest():
-    assert auth.listener_digest(OPEN, "127.0.0.1", "T", environ={"T": TOKEN}) == auth.digest(
-        TOKEN
-    )
+    assert auth.listener_digest(OPEN, "127.0.0.1", "T", environ={"T": TOKEN}) == auth.digest(TOKEN)
 
 
 def test_a_loopback_listener_serves_openly_even_when_the_spec_asked_for_all_interfaces():
@@ -82,8 +80,10 @@ def test_a_token_set_on_a_loopback_listener_is_still_checked():
 
 
 def test_listener_addresses_and_urls():
-    assert OPEN.address == "0.0.0.0:8731" and not OPEN.loopback
-    assert auth.Listener("::1", 80).address == "[::1]:80" and auth.Listener("::1", 80).loopback
+    assert OPEN.address == "0.0.0.0:8731"
+    assert not OPEN.loopback
+    assert auth.Listener("::1", 80).address == "[::1]:80"
+    assert auth.Listener("::1", 80).loopback
     assert LOCAL.url("/open/") == "http://127.0.0.1:8731/open"
     assert LOCAL.url("/") == "http://127.0.0.1:8731"
 

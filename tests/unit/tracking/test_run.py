@@ -249,11 +249,15 @@ def test_ending_a_failed_run_on_a_full_disk_keeps_the_real_error() -> None:
     # Issue 11 item 3: end_run in the runner's `finally` replaced the job's own error.
     run = PipelineRun(_FullSpool(), "local", "sqlite:///x.db", "exp")
 
-    with pytest.raises(ValueError, match="the real cause"), pytest.warns(UserWarning, match="disk full"):
+    def failing_job() -> None:
         try:
             raise ValueError("the real cause")
         finally:
             run.end("FAILED")
+
+    with pytest.warns(UserWarning, match="disk full"):  # noqa: SIM117 (the order matters)
+        with pytest.raises(ValueError, match="the real cause"):
+            failing_job()
 
 
 def test_ending_a_finished_run_on_a_full_disk_is_a_tracking_error() -> None:
@@ -261,5 +265,5 @@ def test_ending_a_finished_run_on_a_full_disk_is_a_tracking_error() -> None:
 
     run = PipelineRun(_FullSpool(), "local", "sqlite:///x.db", "exp")
 
-    with pytest.raises(TrackingError, match="/full/spool.db"):
+    with pytest.raises(TrackingError, match=r"/full/spool\.db"):
         run.end("FINISHED")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-import sqlite3
 import multiprocessing
+import sqlite3
 import subprocess
 from pathlib import Path
 
