@@ -199,7 +199,7 @@ class Job(ABC, Generic[D, T]):
             # MLflow run id the CLI prints, not the local id (a fresh home's MLflow database
             # alone takes seconds to create).
             ctx.monitor, ctx.store = start_monitor(
-                self.loaded, ctx.run, ctx.spool, self.options, ctx.bus
+                self.loaded, ctx.run, ctx.spool, self.options, ctx.bus, ctx.drainer
             )
             ctx.sinks.monitor, ctx.sinks.store = ctx.monitor, ctx.store
             ctx.sinks.extra = tuple(self.extra_sinks(ctx))

@@ -24,7 +24,7 @@ from engage.events import Event, FanOut, Reporter
 from engage.runtime.options import RunOptions
 from engage.runtime.session import SessionInfo, ray_session, resolve_address
 from engage.spec import LoadedSpec
-from engage.tracking import GateDecision, PipelineRun, Spool, decide
+from engage.tracking import Drainer, GateDecision, PipelineRun, Spool, decide
 from engage.tracking.store import resolve_tracking_uri
 from engage.train.builders import ModelShape
 
@@ -114,11 +114,20 @@ def open_run(
     return run
 
 
-_RUN_ID_WAIT_S = 10.0  # MLflow down: the monitor then names the run by its local id
+# How long the monitor waits for the drainer to create the MLflow run, so the job's series
+# and alerts carry the id the CLI prints. A fresh home's MLflow database takes seconds to
+# create, and more on a busy machine; the wait ends at once when the drainer reports MLflow
+# down (the monitor then names the run by its local id).
+_RUN_ID_WAIT_S = 90.0
 
 
 def start_monitor(
-    loaded: LoadedSpec, run: PipelineRun, spool: Spool, options: RunOptions, bus: FanOut
+    loaded: LoadedSpec,
+    run: PipelineRun,
+    spool: Spool,
+    options: RunOptions,
+    bus: FanOut,
+    drainer: Drainer | None = None,
 ) -> tuple[JobMonitor | None, StoreSink | None]:
     """The job's live monitor and its event-store sink (both None when the spec turns the
     monitor off); alerts the monitor raises are published on the job's bus."""
@@ -127,7 +136,13 @@ def start_monitor(
     spec = loaded.spec.monitor
     if not spec.enabled:
         return None, None
-    run_id = run.wait_for_run_id(_RUN_ID_WAIT_S)
+    status = drainer.status if drainer is not None else None
+    run_id = run.wait_for_run_id(
+        _RUN_ID_WAIT_S if status is not None else 10.0,
+        give_up=(lambda: status.error is not None or status.fault is not None)
+        if status is not None
+        else None,
+    )
     monitor = JobMonitor(loaded.spec.name, run_id, options.home, spec, spool)
     monitor.publish = bus.send
     url = monitor.start()

@@ -231,7 +231,11 @@ class ServingHooks:
             self._aggregate = _Aggregate(run, settings.metrics_every_seconds, self.replica)
             sinks.append(self._aggregate)
             # One drainer per spool holds its lock; the others stay idle, so this is safe.
-            self._drainer = Drainer(self._spool.path, warn=_log.warning).start(interval_s=1.0)
+            # A thread, not a drainer process: a replica's hooks already run off the request
+            # path, and a replica should not leave children behind when Serve replaces it.
+            self._drainer = Drainer(self._spool.path, warn=_log.warning, in_process=True).start(
+                interval_s=1.0
+            )
         except Exception as exc:
             _log.warning("serving metrics will not reach MLflow: %s", exc)
 

@@ -118,7 +118,7 @@ class Drainer:
         except Exception as exc:
             self._failed(exc)
             return self.status
-        if self._down_since is not None:
+        if self._down_since is not None or self.status.error is not None:
             self._warn("MLflow reachable again; the spool is draining")
         self._down_since = None
         self.status.error = None
@@ -130,10 +130,12 @@ class Drainer:
             self.status.fault = fault
             self._warn(f"tracking stopped: {fault}")
             return
+        announced = self._down_since is not None or self.status.error is not None
         self.status.error = mask_text(f"{type(exc).__name__}: {exc}")
         now = time.monotonic()
         if self._down_since is None:
             self._down_since = self._lag_said = now
+        if not announced:
             self._warn(
                 f"MLflow unreachable at {mask_uri(self._uri or '?')} "
                 f"({self.status.error.splitlines()[0][:160]}); the job goes on and keeps every "
@@ -273,6 +275,11 @@ class Drainer:
     def pid(self) -> int | None:
         """The drainer process's id while :meth:`start` runs one, else None."""
         return self._process.pid if self._process is not None else None
+
+    def assume_down(self, error: str) -> None:
+        """Take over an outage another drainer of this job already announced (no repeat)."""
+        self.status.error = error
+        self._down_since = self._lag_said = time.monotonic()
 
     def request_stop(self) -> None:
         """Make :meth:`loop` return after the current pass (from any thread)."""

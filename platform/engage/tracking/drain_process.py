@@ -5,7 +5,8 @@ SPOOL`` (which runs at nice 19) and talks to it over its standard streams, one J
 
 - to the child: ``{"uri": ...}`` (a whole tracking URI, password included, which the spool
   keeps masked; a pipe, so it is never on a command line or in an environment),
-  ``{"wake": true}`` (retry now) and ``{"stop": seconds}`` (final drain, then exit);
+  ``{"down": error}`` (an outage already announced), ``{"wake": true}`` (retry now) and
+  ``{"stop": seconds}`` (final drain, then exit);
   end of input (the job died) stops it too.
 - to the job: ``{"warn": ...}`` (outage, lag and fault messages), ``{"error": ...}``
   (the last transient error, or null) and ``{"fault": [message, hint]}`` (a permanent
@@ -65,6 +66,8 @@ class DrainerProcess:
         self._reader.start()
         for uri in uris.known():
             self._tell({"uri": uri})
+        if status.error is not None:  # an outage the job already announced
+            self._tell({"down": status.error})
         self._undo = uris.on_remember(lambda uri: self._tell({"uri": uri}))
 
     @property

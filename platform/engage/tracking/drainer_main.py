@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("spool")
     parser.add_argument("--interval", type=float, default=0.5)
     args = parser.parse_args(argv)
+    # The job owns this process's lifetime: a terminal Ctrl-C reaches the whole process
+    # group, and the job answers it by telling us to make a final drain and stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):
         os.nice(19)
     out_lock = threading.Lock()
@@ -66,6 +70,8 @@ def _commands(drainer: Drainer, final: list[float]) -> None:
             message = json.loads(line)
             if "uri" in message:
                 uris.remember(message["uri"])
+            if "down" in message:
+                drainer.assume_down(str(message["down"]))
             if "stop" in message:
                 final[0] = float(message["stop"])
                 break

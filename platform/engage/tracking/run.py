@@ -11,7 +11,7 @@ import json
 import shutil
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,10 +80,14 @@ class PipelineRun:
         run = self.spool.run(self.local_id)
         return RunIds(run.local_id, run.server_id, run.experiment_id)
 
-    def wait_for_run_id(self, timeout_s: float) -> str:
-        """The MLflow run id if the drainer creates the run within ``timeout_s``, else the local id."""
+    def wait_for_run_id(self, timeout_s: float, give_up: Callable[[], bool] | None = None) -> str:
+        """The MLflow run id if the drainer creates the run within ``timeout_s``, else the local id.
+
+        ``give_up`` is polled too: when it returns True (the drainer reports MLflow down or a
+        fault) the wait ends at once with the local id.
+        """
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (give_up is not None and give_up()):
             if (server_id := self.spool.run(self.local_id).server_id) is not None:
                 return server_id
             time.sleep(0.05)

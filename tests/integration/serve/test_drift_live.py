@@ -83,6 +83,9 @@ def served(tmp_path_factory) -> Iterator[Served]:
         f"deploy.drift.check_every={CHECK_EVERY}",
         f"deploy.drift.min_samples={CHECK_EVERY}",
         "deploy.drift.ert=100000",
+        # This file checks the watcher's gauges, alert and MLflow record for named detectors;
+        # the default set (bocpd, health) is exercised end to end by the quickstart's demo.
+        "deploy.drift.detectors=[cusum,quality]",
     ]
     try:
         done = _engage(

@@ -27,8 +27,14 @@ def test_start_drains_from_a_separate_low_priority_process(
 
     drainer = Drainer(spool.path).start()
     child = psutil.Process(drainer.pid)
-    drained = drainer.flush(run, timeout_s=120)
+    deadline = time.monotonic() + 60
+    while child.nice() != 19 and time.monotonic() < deadline:  # it lowers itself at start
+        time.sleep(0.05)
     nice = child.nice()
+    deadline = time.monotonic() + 120
+    while not drainer.is_drained(run) and time.monotonic() < deadline:
+        time.sleep(0.1)  # no flush(): that would drain here, in the foreground
+    drained = drainer.is_drained(run)
     drainer.stop()
 
     assert drained
@@ -38,6 +44,25 @@ def test_start_drains_from_a_separate_low_priority_process(
     assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
     server_id = spool.run(run).server_id
     assert len(MlflowClient(uri).get_metric_history(server_id, "m")) == 500
+
+
+def test_flush_drains_in_the_foreground_then_hands_back_to_a_new_process(
+    store_home: Path, tmp_path: Path
+) -> None:
+    uri = f"sqlite:///{store_home / 'mlflow.db'}"
+    spool = Spool(tmp_path / "spool.db")
+    run = spool.create_run(uri, "drain-flush", "r", {})
+    spool.append_points(run, [("metric", "m", float(i), i, 1_000 + i) for i in range(300)])
+    drainer = Drainer(spool.path).start()
+    first = drainer.pid
+
+    drained = drainer.flush(run, timeout_s=120)
+    second = drainer.pid
+    drainer.stop()
+
+    assert drained
+    assert second is not None
+    assert second != first
 
 
 def test_the_drainer_process_passes_on_warnings_and_permanent_faults(tmp_path: Path) -> None:
