@@ -134,7 +134,16 @@ def forget_store(uri: str) -> None:
 
 
 def ensure_experiment(client, name: str) -> str:
-    """The experiment's id, creating it (artifacts beside a local SQLite store)."""
+    """The experiment's id, creating it (artifacts beside a local SQLite store).
+
+    Safe when several processes create the same experiment at once: the one that loses the
+    race reads the winner's id.
+
+    Raises
+    ------
+    TrackingError
+        If the experiment is deleted, or MLflow refuses the lookup or the creation.
+    """
     from mlflow.exceptions import MlflowException
 
     try:
@@ -147,7 +156,16 @@ def ensure_experiment(client, name: str) -> str:
                 )
             return found.experiment_id
         location = artifact_root_for(client.tracking_uri)
-        return client.create_experiment(name, artifact_location=location)
+        try:
+            return client.create_experiment(name, artifact_location=location)
+        except MlflowException as exc:
+            # Another process (a second job, a drainer) created it since we looked: use it.
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            again = client.get_experiment_by_name(name)
+            if again is None:
+                raise
+            return again.experiment_id
     except MlflowException as exc:
         shown = mask_uri(client.tracking_uri)
         raise TrackingError(f"MLflow at {shown} refused: {exc.message}") from None

@@ -95,3 +95,31 @@ def test_ensure_experiment_refuses_a_deleted_one(client: Any, store_home: Path) 
         ensure_experiment(client, "gone")
 
     assert "tracking.experiment" in caught.value.hint
+
+
+def test_ensure_experiment_survives_another_process_creating_it_first(client: Any) -> None:
+    """The lookup finds nothing, another writer creates the experiment, then ours is refused
+    with RESOURCE_ALREADY_EXISTS: engage must read the winner's id, not fail the job."""
+
+    class LateLookup:
+        """The real client, but its first lookup runs before the other process's create."""
+
+        def __init__(self, real: Any) -> None:
+            self._real = real
+            self.tracking_uri = real.tracking_uri
+            self._looked = False
+
+        def get_experiment_by_name(self, name: str) -> Any:
+            if not self._looked:
+                self._looked = True
+                found = self._real.get_experiment_by_name(name)
+                self._real.create_experiment(name)  # the other process wins the race
+                return found
+            return self._real.get_experiment_by_name(name)
+
+        def create_experiment(self, name: str, **kwargs: Any) -> str:
+            return self._real.create_experiment(name, **kwargs)
+
+    racing = LateLookup(client)
+    experiment_id = ensure_experiment(racing, "raced")
+    assert experiment_id == client.get_experiment_by_name("raced").experiment_id
