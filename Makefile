@@ -23,9 +23,10 @@ $(STAMP): pyproject.toml constraints.txt
 quickstart: $(STAMP)
 	$(BIN)/engage quickstart
 
-## Install what the tests need and run the whole suite (unit, integration, e2e).
+## Install what the tests need and run the whole suite (unit, integration, e2e) in two
+## lanes side by side (tests/lanes.py says why); each lane prints its 15 slowest tests.
 test: $(STAMP) system-deps lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
+	$(BIN)/python tests/lanes.py
 
 system-deps:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -43,3 +43,17 @@ def engage_home(override: str | Path | None = None) -> Path:
     """The absolute ``.engage`` folder: flag > ENGAGE_HOME > ./.engage."""
     chosen = override or ENGAGE_HOME.get() or ".engage"
     return Path(chosen).expanduser().resolve()
+
+
+QUIET_DEFAULTS = {
+    # MLflow draws a tqdm bar for every artifact download (a model, a drift reference);
+    # engage prints its own progress, and the bars garble its output and CI logs.
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+}
+"""Third-party variables the ``engage`` command sets unless the user already has."""
+
+
+def set_quiet_defaults() -> None:
+    """Set :data:`QUIET_DEFAULTS` in this process (and so in its children) where unset."""
+    for name, value in QUIET_DEFAULTS.items():
+        os.environ.setdefault(name, value)

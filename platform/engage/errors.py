@@ -85,3 +85,20 @@ class FederatedError(EngageError):
 
     headline = "federated job failed"
     exit_code = 10
+
+
+class DeployError(EngageError):
+    """Serving a model failed: its port is taken, its head did not start, it did not answer.
+
+    When the deploy stage of a pipeline run fails, the run itself has FINISHED and its model
+    stays registered: ``run_result`` holds the run's result (the CLI prints its summary);
+    it is None for ``engage deploy`` and for a failure found before anything ran.
+    """
+
+    headline = "serving failed"
+    exit_code = 11
+
+    def __init__(self, message: str, hint: str | None = None, run_result: object = None) -> None:
+        super().__init__(message, hint)
+        self.args = (message, hint, run_result)
+        self.run_result = run_result

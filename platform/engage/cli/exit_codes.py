@@ -5,6 +5,7 @@ from __future__ import annotations
 from engage.errors import (
     ClusterError,
     DataError,
+    DeployError,
     DriftCheckError,
     DriftDetected,
     EngageError,
@@ -31,6 +32,7 @@ EXIT_CODES: dict[int, str] = {
     DriftDetected.exit_code: "engage drift check / performance: drift, a data-quality failure, or performance decay",
     DriftCheckError.exit_code: "engage drift check / performance: a detector failed or gave no verdict (NaN p-value, too few labels)",
     FederatedError.exit_code: "federated job failed (missing or unsafe client keys, too few clients for a round, unknown aggregator)",
+    DeployError.exit_code: "serving failed (port in use, serving head did not start, no answer); a run's registered model is kept",
     INTERNAL: "internal error: a bug in engage; the traceback is printed, please report it",
     INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); the MLflow run is marked KILLED",
 }

@@ -6,20 +6,25 @@ module only names them, so no subcommand ever needs to import it.
 
 from __future__ import annotations
 
+import logging
 import sys
+from typing import Annotated
 
 import typer
 
+from engage import env_vars
 from engage.cli.dashboard import dashboard
 from engage.cli.drift import drift_app
 from engage.cli.export import export
 from engage.cli.fl import fl_app
+from engage.cli.init import init
 from engage.cli.models import app as models_app
 from engage.cli.monitor import monitor_app
 from engage.cli.quickstart import quickstart
 from engage.cli.run import run, validate
 from engage.cli.serve import deploy, serve_app
 from engage.cli.sync import sync
+from engage.cli.version import version, version_callback
 
 app = typer.Typer(
     name="engage",
@@ -28,6 +33,21 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=version_callback, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+) -> None:
+    """Run ML pipelines on Ray, tracked in MLflow."""
+
+
+app.command("init")(init)
 app.command("validate")(validate)
 app.command("run")(run)
 app.command("quickstart")(quickstart)
@@ -40,10 +60,33 @@ app.add_typer(fl_app, name="fl")
 app.command("deploy")(deploy)
 app.command("export")(export)
 app.command("dashboard")(dashboard)
+app.command("version")(version)
+
+# Where Ray logs its token-auth notices; named, not imported: `engage --help` imports no Ray.
+_RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+class _DropRayAuthEnabledNotice(logging.Filter):
+    """Drop Ray's "token authentication is enabled ... opt out" notice on a local start.
+
+    It is informational (engage keeps Ray's token auth on) and tells users of engage to set a
+    variable they need not touch; the "disabled" warning, which matters, still passes.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False (drop) for the opt-out notice, True for every other record."""
+        return "disabled to opt out" not in record.getMessage()
+
+
+def _quiet_third_party_output() -> None:
+    """Keep Ray's and MLflow's notices and progress bars out of engage's output."""
+    env_vars.set_quiet_defaults()
+    logging.getLogger(_RAY_AUTH_LOGGER).addFilter(_DropRayAuthEnabledNotice())
 
 
 def main() -> None:
     """Entry point of the ``engage`` script: run the app and exit with its code."""
+    _quiet_third_party_output()
     try:
         app()
     except SystemExit as exc:

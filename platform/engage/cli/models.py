@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -40,6 +41,36 @@ def list_(tracking_uri: TrackingOption = None, home: HomeOption = None) -> None:
             table.add_row(
                 m.name, str(m.versions), m.champion or "-", m.candidate or "-", _time(m.updated_ms)
             )
+        out.print(table)
+
+    guarded(_body)
+
+
+@app.command()
+def builders(
+    module: Annotated[
+        Path | None,
+        typer.Option(
+            "--module", help="Your Python file that registers builders (a spec's model.module)."
+        ),
+    ] = None,
+) -> None:
+    """Model builders a spec can name in model.name, with what each builds."""
+
+    def _body() -> None:
+        from engage.errors import SpecError
+        from engage.train.builders import MODEL_BUILDERS
+        from engage.train.plugins import ModelModuleError, import_model_module
+
+        if module is not None:
+            try:
+                import_model_module(module)
+            except ModelModuleError as exc:
+                raise SpecError(f"--module {module}: {exc}") from None
+        table = Table("name", "builds", "parameters")
+        for name, builder in MODEL_BUILDERS.items():
+            params = ", ".join(builder.params_model.model_fields) or "-"
+            table.add_row(name, builder.description, params)
         out.print(table)
 
     guarded(_body)

@@ -1,4 +1,9 @@
-"""`engage quickstart`: the repository's quickstart spec, or the copy packaged with engage."""
+"""`engage quickstart`: the repository's quickstart spec, or a copy of the packaged one.
+
+Outside a checkout the packaged spec is written where the user is (``./quickstart.yaml``, or
+under ENGAGE_HOME when that name is taken by another file), so that every command the
+quickstart suggests afterwards names a file that exists.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +15,13 @@ from rich.console import Console
 
 from engage.cli.console import guarded, out
 from engage.cli.options import AddressOption, HomeOption, SetOption, TrackingOption
+from engage.errors import DeployError
 
 if TYPE_CHECKING:  # the pipeline pulls in Ray; `engage --help` should not
     from engage.runtime.pipeline import PipelineResult
 
 REPO_SPEC = Path("pipelines/quickstart.yaml")
+USER_SPEC = "quickstart.yaml"
 
 
 def quickstart(
@@ -29,19 +36,68 @@ def quickstart(
         from engage import env_vars
         from engage.cli.run import run_file
 
-        result = run_file(quickstart_spec_path(), set_ or [], address, tracking_uri, home, False)
+        engage_home = env_vars.engage_home(home)
+        spec = quickstart_spec_path(Path.cwd(), engage_home)
+        if spec != REPO_SPEC:
+            out.print(f"spec: {spec} (engage's quickstart; edit it and `engage run {spec}`)")
+        try:
+            result = run_file(spec, set_ or [], address, tracking_uri, home, False)
+        except DeployError as exc:  # the run and its registered model are safe: say what next
+            if exc.run_result is not None:
+                print_next_steps(out, exc.run_result, spec)
+            raise
         if result.deployment is not None and result.deployment.result.url:
-            show_drift_caught(out, result, env_vars.engage_home(home))
-        print_next_steps(out, result)
+            show_drift_caught(out, result, engage_home)
+        print_next_steps(out, result, spec)
 
     guarded(_body)
 
 
-def quickstart_spec_path() -> Path:
-    """pipelines/quickstart.yaml in the working directory, else the packaged copy."""
-    if REPO_SPEC.is_file():
+def quickstart_spec_path(cwd: Path, home: Path) -> Path:
+    """The spec the quickstart runs: pipelines/quickstart.yaml in a checkout, else a user copy.
+
+    Parameters
+    ----------
+    cwd
+        The working directory; a checkout has ``pipelines/quickstart.yaml`` under it.
+    home
+        The engage home folder, for the copy when ``cwd`` cannot take it.
+
+    Raises
+    ------
+    OSError
+        If neither ``cwd`` nor ``home`` can take the copy.
+    """
+    if (cwd / REPO_SPEC).is_file():
         return REPO_SPEC
-    return Path(str(resources.files("engage") / "resources" / "quickstart.yaml"))
+    return write_user_spec(cwd, home)
+
+
+def write_user_spec(cwd: Path, home: Path) -> Path:
+    """Write the packaged quickstart spec as ``cwd/quickstart.yaml``; returns the path to show.
+
+    An existing ``quickstart.yaml`` with other content is the user's and is left alone: the
+    copy then goes to ``home/quickstart.yaml`` (engage's own folder, refreshed every time).
+    The path comes back relative when it is in ``cwd``, so it reads as the user would type it.
+
+    Raises
+    ------
+    OSError
+        If neither folder can take the file.
+    """
+    text = (resources.files("engage") / "resources" / USER_SPEC).read_text(encoding="utf-8")
+    mine = cwd / USER_SPEC
+    try:
+        if not mine.exists():
+            mine.write_text(text, encoding="utf-8")
+        if mine.read_text(encoding="utf-8") == text:
+            return Path(USER_SPEC) if cwd.resolve() == Path.cwd().resolve() else mine
+    except (OSError, UnicodeDecodeError):
+        pass  # a read-only folder or someone else's file: fall back to engage's home
+    home.mkdir(parents=True, exist_ok=True)
+    copy = home / USER_SPEC
+    copy.write_text(text, encoding="utf-8")
+    return copy
 
 
 def show_drift_caught(console: Console, result: PipelineResult, home: Path) -> None:
@@ -64,8 +120,8 @@ def show_drift_caught(console: Console, result: PipelineResult, home: Path) -> N
     console.print("  see it with: engage monitor alerts")
 
 
-def print_next_steps(console: Console, result: PipelineResult) -> None:
-    """Say what the quickstart did and which commands to try next."""
+def print_next_steps(console: Console, result: PipelineResult, spec: Path = REPO_SPEC) -> None:
+    """Say what the quickstart did and which commands to try next, naming ``spec``."""
     console.print()
     console.print("[bold]What happened[/]")
     console.print(
@@ -76,12 +132,12 @@ def print_next_steps(console: Console, result: PipelineResult) -> None:
         + ("; it is now served on Ray Serve and watched for drift." if result.deployment else ".")
     )
     console.print("[bold]Try next[/]")
-    console.print(
-        "  engage run pipelines/quickstart.yaml --set train.epochs=10 --set model.name=gru"
-    )
+    console.print(f"  engage run {spec} --set train.epochs=10 --set model.name=gru", markup=False)
     console.print("  engage monitor                 # live view of running jobs and alerts")
     console.print("  engage models promote smart-home-occupancy --reason 'first champion'")
     console.print("  engage serve status            # what is served; `engage serve stop` ends it")
     console.print(
-        "  cp pipelines/quickstart.yaml my.yaml  # and point data.source at your CSV or Parquet"
+        f"  cp {spec} my.yaml  # and point data.source at your CSV or Parquet", markup=False
     )
+    console.print("  engage init my-project         # your own model, a sample CSV and a notebook")
+    console.print("  python -m engage.spec.reference  # every spec field, as Markdown")

@@ -76,19 +76,31 @@ def run_file(
 
     Raises
     ------
+    DeployError
+        The run finished and its model is registered (its summary is printed), but the
+        deploy stage failed; ``run_result`` holds the result.
     EngageError
         Any engage error from loading the spec or running the pipeline.
     """
     from engage import env_vars
-    from engage.cli.progress import RunDisplay
-    from engage.cli.summary import print_summary
+    from engage.cli.summary import SummaryDisplay, print_deployment, print_run_summary
+    from engage.errors import DeployError
     from engage.runtime.pipeline import RunOptions, run_pipeline
     from engage.spec import load_spec
 
     loaded = load_spec(file, sets)
     options = RunOptions(address, tracking_uri, env_vars.engage_home(home), verbose=verbose)
     out.print(f"[bold]engage[/] running pipeline [cyan]{loaded.spec.name}[/] from {file}")
-    with RunDisplay(out, loaded.spec.data.task, loaded.spec.train.epochs) as display:
-        result = run_pipeline(loaded, options, display)
-    print_summary(out, loaded, result)
+    # The display prints the summary once the model is registered, before a deploy starts.
+    with SummaryDisplay(out, loaded) as display:
+        try:
+            result = run_pipeline(loaded, options, display)
+        except DeployError as exc:
+            if display.shown is None and exc.run_result is not None:
+                print_run_summary(out, loaded, exc.run_result)
+            raise
+    if display.shown is None:
+        print_run_summary(out, loaded, result)
+    if result.deployment is not None:
+        print_deployment(out, result.deployment, result.stage_seconds.get("deploy"))
     return result

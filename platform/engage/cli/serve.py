@@ -66,10 +66,9 @@ def deploy(
             )
         deploy_spec = _with(deploy_spec, changes)
         out.print(f"[bold]engage[/] deploying [cyan]{model}[/] ...")
+        home_dir = env_vars.engage_home(home)
         result = deploy_model(
-            DeployOptions(
-                model, deploy_spec, env_vars.engage_home(home), tracking_uri or spec_uri, address
-            )
+            DeployOptions(model, deploy_spec, home_dir, tracking_uri or spec_uri, address)
         )
         out.print(
             f"[green]✓[/] serving {result.model} version {result.version} as app "
@@ -88,6 +87,7 @@ def deploy(
             out.print(f"  started a local Ray head for serving at {result.cluster}")
         if result.run_id:
             out.print(f"  monitoring run: {result.run_id}")
+        _print_example(result, home_dir, tracking_uri or spec_uri)
         out.print(
             f"  try: curl {result.url}/metadata ; engage serve status ; engage serve stop {result.app}"
         )
@@ -160,6 +160,34 @@ def _print_listener(spec: Any, result: Any) -> None:
             f"when this deploy asked for {requested}; --host and --port apply when serving "
             "starts (`engage serve stop` ends every app, then deploy again)"
         )
+
+
+def _print_example(result: Any, home: Path, tracking_uri: str | None) -> None:
+    """Write the version's first logged window as ``example.json`` and say how to send it."""
+    from engage.serve.model import logged_example
+    from engage.serve.scoring import curl_command, example_body, write_example
+    from engage.tracking.store import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(None, tracking_uri, home)
+    body = example_body(logged_example(uri, result.model, result.version))
+    if body is None:
+        out.print(
+            f"  no input example is logged with version {result.version}: "
+            f"see {result.url}/metadata for the inputs the model takes",
+            markup=False,
+        )
+        return
+    path = write_example(home, result.app, body)
+    shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+    # soft_wrap: a path or a command cut by a line break cannot be copied and pasted
+    out.print(
+        f"  request body: {shown} (/predict and /invocations take it)",
+        markup=False,
+        soft_wrap=True,
+    )
+    out.print(
+        f"  {curl_command(result.url, shown, result.token_env)}", markup=False, soft_wrap=True
+    )
 
 
 def _deploy_spec(spec: Path | None, sets: list[str]):

@@ -1,16 +1,53 @@
-"""What the CLI prints when a pipeline run ends."""
+"""What the CLI prints when a pipeline run ends, and the display that prints it on time.
+
+The run's summary (metrics, run id, registered version, where to open it) is printed as
+soon as the run ended and its model is registered, before a deploy starts
+(:class:`SummaryDisplay`); the serving lines follow once the deploy is done. So a deploy
+that fails cannot hide the run's results.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from engage.cli.progress import RunDisplay
 from engage.runtime.pipeline import PipelineResult
 from engage.spec import LoadedSpec
 from engage.tracking.store import run_url, ui_command
 
 
+class SummaryDisplay(RunDisplay):
+    """The run display that prints the run's summary the moment the job shows its result.
+
+    It is the job's :class:`~engage.runtime.job.ResultObserver`: ``concluded`` comes once
+    the run ended and its model is registered, before any deploy starts.
+    """
+
+    def __init__(self, console: Console, loaded: LoadedSpec) -> None:
+        super().__init__(console, loaded.spec.data.task, loaded.spec.train.epochs)
+        self.loaded = loaded
+        self.shown: PipelineResult | None = None  # the result whose summary was printed
+
+    def concluded(self, result: PipelineResult) -> None:
+        """Print ``result``'s summary now (the live bars stop; a later stage prints a line)."""
+        if self.live:
+            self.progress.stop()
+            self.live = False
+        print_run_summary(self.console, self.loaded, result)
+        self.shown = result
+
+
 def print_summary(console: Console, loaded: LoadedSpec, result: PipelineResult) -> None:
+    """Print the run's summary, then what its deploy stage serves (if it ran)."""
+    print_run_summary(console, loaded, result)
+    if result.deployment is not None:
+        print_deployment(console, result.deployment, result.stage_seconds.get("deploy"))
+
+
+def print_run_summary(console: Console, loaded: LoadedSpec, result: PipelineResult) -> None:
     """Print the run's test metrics, its registration or gate verdict, and where to look next."""
     table = Table(title=f"run {result.run_id}", show_header=True, header_style="bold")
     table.add_column("metric")
@@ -47,8 +84,6 @@ def print_summary(console: Console, loaded: LoadedSpec, result: PipelineResult) 
             "[yellow]not registered[/]: the model did not pass the gate; it is logged with the "
             f"run as {result.model_uri}"
         )
-    if result.deployment is not None:
-        _print_deployment(console, result.deployment)
     if result.metrics_url:
         console.print(f"live metrics were served at {result.metrics_url} (Prometheus format)")
     console.print(f"open the run:  {ui_command(result.tracking_uri)}")
@@ -57,11 +92,22 @@ def print_summary(console: Console, loaded: LoadedSpec, result: PipelineResult) 
     )
 
 
-def _print_deployment(console: Console, deployment) -> None:
+def print_deployment(console: Console, deployment: Any, seconds: float | None = None) -> None:
+    """Print what the deploy stage serves, the prediction it checked, and how to call it.
+
+    Parameters
+    ----------
+    deployment:
+        The deploy stage's :class:`~engage.runtime.deploy.Deployment`.
+    seconds:
+        How long the deploy stage took (None: not shown).
+    """
     served = deployment.result
     response = deployment.response
+    took = f" (deploy {seconds:.1f}s)" if seconds is not None else ""
     console.print(
-        f"[green]serving[/] {served.model} version {served.version} at [bold]{served.url}/predict[/]"
+        f"[green]serving[/] {served.model} version {served.version} at "
+        f"[bold]{served.url}/predict[/]{took}"
     )
     prediction = response.get("predictions", [None])[0]
     classes = response.get("classes")

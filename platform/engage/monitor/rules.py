@@ -244,8 +244,8 @@ RULES: tuple[AlertRule, ...] = (
         description=(
             f"Over the last minute more than {DATA_BOUND_RATIO:.0%} of step time went to "
             "waiting for the next batch: the input pipeline, not the model, limits "
-            "throughput. Raise data.num_workers or prefetching, cache preprocessed data, "
-            "or profile the input pipeline."
+            "throughput. Raise train.batch_size (fewer, larger fetches per epoch), check "
+            "that train.faults.data_delay_seconds is unset, or profile the input pipeline."
         ),
         expr=(
             f"max by (job, run_id) (engage_data_stall_ratio) > {DATA_BOUND_RATIO:g}\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engage.data import PreparedData
-from engage.errors import EngageError
+from engage.errors import DeployError
 from engage.runtime.options import RunOptions
 from engage.runtime.session import resolve_address
 from engage.runtime.stages import raw_inputs
@@ -20,6 +20,8 @@ from engage.tracking.store import resolve_tracking_uri
 
 if TYPE_CHECKING:
     from engage.serve import DeployResult
+
+_DEPLOY_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ def deploy(
 
     Raises
     ------
-    EngageError
+    DeployError
         The deploy failed, or the served model did not answer its first prediction.
     """
     import json
@@ -68,7 +70,7 @@ def deploy(
         with urllib.request.urlopen(request, timeout=30) as answer:
             response = json.loads(answer.read())
     except (OSError, ValueError) as exc:  # HTTPError and URLError are OSErrors
-        raise EngageError(
+        raise DeployError(
             f"the served model did not answer its first prediction at {predict_url}: {exc}",
             hint="see `engage serve status`; the registered model is unaffected",
         ) from None
@@ -76,26 +78,44 @@ def deploy(
 
 
 def _deploy_in_subprocess(options: dict[str, Any]) -> DeployResult:
-    """See engage.serve.deploy_job: this process already belongs to the job's Ray session."""
+    """See engage.serve.deploy_job: this process already belongs to the job's Ray session.
+
+    Raises
+    ------
+    DeployError
+        The deploy failed or outlived its time-out; the subprocess's output is kept in
+        ``<home>/serve/deploy-stage.log`` and named in the hint.
+    """
     import json
     import subprocess
     import sys
 
     from engage.serve import DeployResult
 
-    done = subprocess.run(
-        [sys.executable, "-m", "engage.serve.deploy_job"],
-        input=json.dumps(options),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    log = Path(options["home"]) / "serve" / "deploy-stage.log"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "engage.serve.deploy_job"],
+            input=json.dumps(options),
+            capture_output=True,
+            text=True,
+            timeout=_DEPLOY_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise DeployError(
+            f"the deploy stage did not finish within {_DEPLOY_TIMEOUT_S:.0f} s",
+            hint="see `engage serve status`; a busy machine slows Serve's start",
+        ) from None
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     payload = json.loads(lines[-1]) if lines else {}
     if done.returncode != 0 or "error" in payload or not payload:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(done.stdout + done.stderr)
         message = payload.get("error") or (done.stderr.strip().splitlines() or ["no output"])[-1]
-        error = EngageError(f"deploy stage failed: {message}", hint=payload.get("hint"))
-        error.exit_code = done.returncode or 1
-        raise error
+        hint = payload.get("hint")
+        raise DeployError(
+            f"deploy stage failed: {message}",
+            hint=(f"{hint}; " if hint else "") + f"its output is in {log}",
+        )
     payload["replaced"] = tuple(payload.get("replaced", ()))
     return DeployResult(**payload)

@@ -12,6 +12,7 @@ drains. A kind only supplies its stages:
 hook                   what the kind does there
 =====================  =============================================================
 ``prepare``            load and check its data (stage ``data``), before any run
+``preflight``          check the machine (a deploy's port) before any run (optional)
 ``opened``             tag or announce the freshly opened run (optional)
 ``extra_sinks``        sinks of its own, after the observer (optional)
 ``train``              its training inside the Ray session (stage ``train``)
@@ -19,6 +20,10 @@ hook                   what the kind does there
 ``register``           log and register the model once Ray is left (optional)
 ``deploy``             serve the registered model after the run ended (optional)
 =====================  =============================================================
+
+The result is shown (:class:`ResultObserver`) as soon as the run ended and its model
+is registered, before the deploy: a failed deploy is a
+:class:`~engage.errors.DeployError` that keeps the run's result.
 
 Which kind runs a spec is decided in :mod:`engage.runtime.kinds`.
 """
@@ -28,10 +33,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
+from engage.errors import DeployError, EngageError
 from engage.events import Event, EventSink, FanOut, Reporter
 from engage.runtime.context import D, JobContext, JobSinks, NullObserver, Observer, StageTimer
 from engage.runtime.deploy import Deployment
@@ -70,6 +76,18 @@ class PipelineResult:
     health: tuple[str, ...] = ()  # training-health warnings (non-finite metrics)
     metrics_url: str | None = None  # the job's Prometheus endpoint while it ran
     deployment: Deployment | None = None  # what the deploy stage started, if it ran
+
+
+@runtime_checkable
+class ResultObserver(Protocol):
+    """An observer that is also shown the job's result (the CLI's display prints it).
+
+    :meth:`concluded` is called once the run ended and its model is registered, before
+    any deployment starts: a deploy that fails later cannot hide the run's results.
+    """
+
+    def concluded(self, result: PipelineResult) -> None:
+        """The run ended and MLflow has it: show ``result`` (its ``deployment`` is None)."""
 
 
 class Job(ABC, Generic[D, T]):
@@ -113,6 +131,16 @@ class Job(ABC, Generic[D, T]):
         ------
         EngageError
             Bad spec or bad data (nothing has been created yet).
+        """
+
+    def preflight(self) -> None:
+        """Check what the kind needs of the machine before the run or Ray exists
+        (a deploy's port); default: nothing.
+
+        Raises
+        ------
+        EngageError
+            A check failed (nothing has been created yet).
         """
 
     def opened(self, ctx: JobContext[D]) -> None:
@@ -163,6 +191,7 @@ class Job(ABC, Generic[D, T]):
                 data = self.prepare()
             # Before the run exists: a typo in the address leaves no FAILED run behind.
             preflight(resolve_address(self.options.address))
+            self.preflight()
             ctx = JobContext(self.loaded, self.options, spool, drainer, bus, timer, data)
             ctx.run = open_run(self.loaded, data, spool, self.options)
             ctx.sinks = JobSinks(MetricSink(ctx.run), HealthSink(ctx.run, bus.send), self.observer)
@@ -215,16 +244,53 @@ class Job(ABC, Generic[D, T]):
     def _conclude(
         self, ctx: JobContext[D], logged: Logged, metrics: dict[str, float]
     ) -> PipelineResult:
-        """Wait for MLflow, deploy when the kind does, and build the result."""
+        """Wait for MLflow, show the result, deploy when the kind does, and return the result.
+
+        The result is shown (:class:`ResultObserver`) before the deploy starts, so a run
+        whose serving fails still tells the user its id, metrics and registered version.
+        """
         run, timeout = ctx.run, self.options.drain_timeout_s
         with ctx.stage("tracking", "waiting for MLflow to have every point"):
             ctx.drainer.flush(run.local_id, timeout_s=timeout)
         self._report_stage(ctx, "tracking")
-        ids = run.ids()
         registration = run.registration(logged.register_seq) if logged.register_seq else None
-        deployment = self.deploy(ctx, registration) if registration is not None else None
-        if deployment is not None:
-            self._report_stage(ctx, "deploy")
+        result = self._result(ctx, logged, metrics, registration)
+        if isinstance(self.observer, ResultObserver):
+            self.observer.concluded(result)
+        if registration is None:
+            return result
+        deployment = self._deploy(ctx, registration, result)
+        if deployment is None:
+            return result
+        self._report_stage(ctx, "deploy")
+        return replace(result, deployment=deployment, stage_seconds=dict(ctx.timer.seconds))
+
+    def _deploy(
+        self, ctx: JobContext[D], registration: Registration, result: PipelineResult
+    ) -> Deployment | None:
+        """The kind's deploy hook; its failure is a DeployError that keeps the run's result."""
+        try:
+            return self.deploy(ctx, registration)
+        except EngageError as exc:
+            model = f"{registration.name}/{registration.version}"
+            raise DeployError(
+                f"{exc.message}\nthe run {result.run_id} FINISHED and model "
+                f"{registration.name} version {registration.version} is registered: both are "
+                "kept, only serving failed",
+                hint=(f"{exc.hint}; then " if exc.hint else "")
+                + f"serve it with `engage deploy {model} --port N` (N: a free port)",
+                run_result=result,
+            ) from None
+
+    def _result(
+        self,
+        ctx: JobContext[D],
+        logged: Logged,
+        metrics: dict[str, float],
+        registration: Registration | None,
+    ) -> PipelineResult:
+        """What the job produced once the run ended and MLflow has it (no deployment yet)."""
+        run, ids = ctx.run, ctx.run.ids()
         return PipelineResult(
             ids.run_id or ids.local_id,
             ids.local_id,
@@ -240,7 +306,6 @@ class Job(ABC, Generic[D, T]):
             ctx.spool.pending_count(run.local_id),
             tuple(ctx.sinks.health.warnings),
             ctx.monitor.url if ctx.monitor is not None else None,
-            deployment,
         )
 
     @staticmethod

@@ -18,6 +18,7 @@ from engage.runtime.deploy import Deployment, deploy
 from engage.runtime.job import Job, PipelineResult
 from engage.runtime.kinds import JOB_KINDS, run_job
 from engage.runtime.options import RunOptions
+from engage.runtime.session import resolve_address
 from engage.spec import LoadedSpec
 from engage.tracking.registry import Registration
 
@@ -42,6 +43,30 @@ class PipelineJob(Job[PreparedData, "TrainOutcome"]):
     def prepare(self) -> PreparedData:
         """Load, check, window and split the data (:func:`stages.prepare_data`)."""
         return stages.prepare_data(self.loaded)
+
+    def preflight(self) -> None:
+        """A deploy after training needs its port free: say so before training, not after.
+
+        Checked for the engage-managed serving head only: on a cluster of your own
+        (--address / RAY_ADDRESS) Serve listens on its head node, not necessarily here.
+
+        Raises
+        ------
+        DeployError
+            ``deploy.port`` is held by a process other than engage's serving head.
+        """
+        deploy_spec = self.loaded.spec.deploy
+        if not deploy_spec.after_training or resolve_address(self.options.address):
+            return
+        from engage.serve.ports import check_serving_port
+
+        check_serving_port(
+            self.options.home,
+            deploy_spec.host,
+            deploy_spec.port,
+            hint=f"serve on another port with `--set deploy.port=N` (N: a free port), or stop "
+            f"the process listening on {deploy_spec.port}",
+        )
 
     def train(self, ctx: JobContext[PreparedData]) -> TrainOutcome:
         """Ray Train workers on the prepared windows; their events reach the job's bus."""

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from engage import env_vars
 from engage.errors import ClusterError
 
 _CONNECT_TIMEOUT_S = 5.0
+LOOPBACK = "127.0.0.1"
+LOOPBACK_ENV_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # see loopback_nodes
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,12 @@ def ray_session(
     """Connect to ``address`` (or start a local cluster) for the duration of the block.
 
     A session that was already initialised (tests share one) is reused and left running.
+    The embedded local cluster listens on loopback only (:func:`loopback_nodes`).
+
+    Raises
+    ------
+    ClusterError
+        The cluster did not answer, refused the driver, or (embedded) did not start.
     """
     import ray
 
@@ -86,25 +96,86 @@ def ray_session(
         _check_reachable(address)
         init_kwargs = {"address": address}
     else:
-        init_kwargs = {"address": "local", "num_cpus": num_cpus, "include_dashboard": True}
+        init_kwargs = {
+            "address": "local",
+            "num_cpus": num_cpus,
+            "include_dashboard": True,
+            "dashboard_host": LOOPBACK,
+            "_node_ip_address": LOOPBACK,
+        }
+    with loopback_nodes(enabled=not address):
+        ctx = _init(ray, address, init_kwargs, log_to_driver)
+        try:
+            url = getattr(ctx, "dashboard_url", None)
+            yield SessionInfo(
+                address,
+                dict(ray.cluster_resources()),
+                time.perf_counter() - started,
+                f"http://{url}" if url else None,
+            )
+        finally:
+            ray.shutdown()
+
+
+def _init(ray: Any, address: str | None, init_kwargs: dict[str, Any], log_to_driver: bool) -> Any:
+    """``ray.init``, with every start-up failure turned into a ClusterError (exit 4).
+
+    Ray raises ConnectionError, TimeoutError, RuntimeError, and under load a bare
+    ``Exception("The current node timed out during startup")``: all of them are the
+    cluster's fault, never engage's. An interrupt is not caught.
+    """
     try:
-        ctx = ray.init(
+        return ray.init(
             **init_kwargs,
             log_to_driver=log_to_driver,
             logging_level="WARNING",
             configure_logging=True,
         )
-    except (ConnectionError, TimeoutError, RuntimeError) as exc:
+    except Exception as exc:
+        # A half-started embedded node (GCS up, raylet timed out) would outlive the command.
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        if address:
+            raise ClusterError(
+                f"could not join the Ray cluster at {address}: {exc}", hint=auth_hint()
+            ) from None
         raise ClusterError(
-            f"could not join the Ray cluster at {address}: {exc}", hint=auth_hint()
+            f"could not start a local Ray cluster: {exc}", hint=_START_HINT
         ) from None
+
+
+_START_HINT = (
+    "Ray's processes did not come up in time, most often because the machine is busy: "
+    "run again when the load is lower, or start a cluster yourself with "
+    "`ray start --head --node-ip-address=127.0.0.1` and pass --address 127.0.0.1:6379"
+)
+
+
+@contextmanager
+def loopback_nodes(enabled: bool = True) -> Iterator[None]:
+    """Ray nodes started inside the block keep 127.0.0.1 as their IP, so they bind loopback.
+
+    Ray 2.60 turns ``_node_ip_address="127.0.0.1"`` into the machine's reachable IP unless
+    multi-node clusters are off (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, read by Ray at
+    import and by every process it starts). The embedded cluster is one node by design
+    (a cluster of several nodes is joined with --address), so it turns them off while it
+    runs; the process's own setting comes back afterwards, so a later --address session
+    in the same process reports its real IP.
+    """
+    if not enabled:
+        yield
+        return
+    from ray._private import ray_constants
+
+    before_env = os.environ.get(LOOPBACK_ENV_VAR)
+    before_flag = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[LOOPBACK_ENV_VAR] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
     try:
-        url = getattr(ctx, "dashboard_url", None)
-        yield SessionInfo(
-            address,
-            dict(ray.cluster_resources()),
-            time.perf_counter() - started,
-            f"http://{url}" if url else None,
-        )
+        yield
     finally:
-        ray.shutdown()
+        ray_constants.ENABLE_RAY_CLUSTER = before_flag
+        if before_env is None:
+            os.environ.pop(LOOPBACK_ENV_VAR, None)
+        else:
+            os.environ[LOOPBACK_ENV_VAR] = before_env

@@ -231,9 +231,12 @@ def train(
 def evaluate(
     loaded: LoadedSpec, data: PreparedData, outcome: TrainOutcome, reporter: Reporter
 ) -> tuple[Any, dict[str, float]]:
-    """Test-split metrics of the final model; returns (servable model, all final metrics)."""
+    """Test-split metrics of the final model and its naive baseline's (``baseline_*``), with
+    a warning event when the model loses to the baseline; returns (servable model, all final
+    metrics)."""
     import torch
 
+    from engage.train.baseline import baseline_warning, naive_baseline
     from engage.train.evaluate import accumulate, finalize
     from engage.train.loop import TrainJob, build_model
     from engage.train.models import Standardized
@@ -248,6 +251,7 @@ def evaluate(
     metrics = finalize(
         accumulate(core, x, y, spec.data.task, n_classes, 1024), spec.data.task, "test"
     )
+    metrics |= naive_baseline(data).metrics
     reporter.metrics(metrics, step=spec.train.epochs)
     reporter.flush()
     norm = data.normalization
@@ -258,6 +262,10 @@ def evaluate(
         mean, std = torch.from_numpy(norm.mean), torch.from_numpy(norm.std)
     model = Standardized(core, mean, std).eval()
     final = {**outcome.state.get("metrics", {}), **metrics}
+    registration = spec.tracking.registration
+    gate = registration.gate if registration else None
+    if warning := baseline_warning(final, gate, spec.data.task):
+        reporter.lifecycle("baseline_warning", message=warning)
     return model, final
 
 
@@ -305,6 +313,8 @@ def log_and_register(
     register it when the spec's gate passes on ``metrics``."""
     import torch
 
+    from engage.train.baseline import WARNING_TAG, baseline_name, baseline_warning
+
     spec = loaded.spec
     example = raw_inputs(data, 5)
     with torch.no_grad():
@@ -322,6 +332,11 @@ def log_and_register(
         "model_card/inputs.json",
     )
     registration_spec = spec.tracking.registration
+    gate = registration_spec.gate if registration_spec else None
+    tags = {"engage.baseline": baseline_name(data)}
+    if warning := baseline_warning(metrics, gate, data.task):
+        tags[WARNING_TAG] = warning  # the console saw it in the evaluate stage
+    run.set_tags(tags)
     if registration_spec is None:
         return Logged(model_seq, None, None)
     decision = decide(registration_spec, metrics)

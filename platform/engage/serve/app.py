@@ -4,9 +4,10 @@ A request crosses one Python process. On the head ``engage deploy`` manages, Ser
 HAProxy ingress forwards the connection straight to an ``Ingress`` replica's own HTTP port
 (Serve's direct ingress); on any other cluster Serve's HTTP proxy hands it to the replica.
 The replica does the rest in-process: bearer token, 413 from ``Content-Length`` before the
-body is read, the signature checks, the version by the route table (canary split), the
-model, the JSON answer, and one queued record for the monitoring hooks, which report from
-their own thread (``engage.serve.hooks``).
+body is read, the body's format (engage's own on ``/predict``, MLflow's scoring-server
+formats on ``/invocations``: ``engage.serve.scoring``), the signature checks, the version
+by the route table (canary split), the model, the JSON answer, and one queued record for
+the monitoring hooks, which report from their own thread (``engage.serve.hooks``).
 
 Dynamic batching: requests that are in the replica at the same time share one model call
 through ``@serve.batch`` (``max_batch_size``, ``batch_wait_timeout_s`` from the spec); a
@@ -40,8 +41,10 @@ from engage.serve import auth
 from engage.serve.hooks import HookSettings, ServingHooks
 from engage.serve.model import ModelTarget, load
 from engage.serve.routes import Route, RouteTable, table_actor
+from engage.serve.scoring import parse_invocation
 from engage.serve.validation import (
     InputSpec,
+    PredictRequest,
     RequestError,
     check_content_length,
     check_content_type,
@@ -54,7 +57,13 @@ from engage.serve.validation import (
 _log = logging.getLogger(__name__)
 _ROUTE_WAIT_S = 10.0  # a long poll of the route table returns at a change or after this
 _RETRY_S = 5.0  # after a version failed to load or the table was unreachable
-_KNOWN = {"/predict": ("POST",), "/health": ("GET",), "/metadata": ("GET",)}
+_KNOWN = {
+    "/predict": ("POST",),
+    "/invocations": ("POST",),  # MLflow's scoring-server formats (engage.serve.scoring)
+    "/health": ("GET",),
+    "/ping": ("GET",),  # what clients of `mlflow models serve` poll
+    "/metadata": ("GET",),
+}
 DEPLOYMENT = "Ingress"
 
 
@@ -132,6 +141,12 @@ class _Version:
         self.spec: InputSpec = target.input_spec
         self.module = module
 
+    def parse(self, route: str, body: bytes, nan_policy: str) -> PredictRequest:
+        """The checked request of ``body``: /predict's own format or MLflow's formats."""
+        if route == "/invocations":
+            return parse_invocation(body, self.spec, self.target.features, nan_policy)
+        return parse_predict(body, self.spec, nan_policy)
+
     def forward(self, x: np.ndarray) -> np.ndarray:
         """The module's output for a float32 batch, without gradients."""
         import torch
@@ -151,7 +166,7 @@ class _Served:
         """The version that answers ``body``: by its first request id when a canary splits."""
         if len(self.versions) == 1:
             return self.versions[0]
-        # Routing needs the first request id; parse_predict re-parses and checks it all.
+        # Routing needs the first request id; the body's parser re-parses and checks it all.
         payload = parse_json(body)
         ids = payload.get("request_ids") if isinstance(payload, dict) else None
         first = ids[0] if isinstance(ids, list) and ids and isinstance(ids[0], str) else None
@@ -222,10 +237,10 @@ class Ingress:
             path = path[len(root) :]
         route = "/" + path.strip("/")
         method = request.method
-        if route == "/predict" and method == "POST":
-            return await self._predict(request, started)
-        if route == "/health" and method == "GET":
-            return self._health(started)
+        if route in ("/predict", "/invocations") and method == "POST":
+            return await self._predict(request, route, started)
+        if route in ("/health", "/ping") and method == "GET":
+            return self._health(route, started)
         if route == "/metadata" and method == "GET":
             return self._metadata(request, started)
         if route in _KNOWN:
@@ -235,7 +250,8 @@ class Ingress:
         exc = RequestError(404, "not_found", f"no route {route}; routes: {', '.join(_KNOWN)}")
         return self._error(exc, "other", started)
 
-    async def _predict(self, request: Request, started: float) -> JSONResponse:
+    async def _predict(self, request: Request, route: str, started: float) -> JSONResponse:
+        """/predict and /invocations: one path, two body formats, the same answer."""
         settings = self.settings
         self._active += 1
         try:
@@ -245,14 +261,14 @@ class Ingress:
             check_content_length(headers.get("content-length"), settings.max_body_bytes)
             body = await read_limited(request.stream(), settings.max_body_bytes)
             version = self._served.pick(body)
-            req = parse_predict(body, version.spec, settings.nan_policy)
+            req = version.parse(route, body, settings.nan_policy)
             out = await self._infer(version, req.inputs)
         except RequestError as exc:
-            return self._error(exc, "/predict", started)
+            return self._error(exc, route, started)
         except Exception as exc:  # never a traceback to the caller
             _log.exception("predict failed")
             error = RequestError(500, "internal", f"prediction failed: {type(exc).__name__}")
-            return self._error(error, "/predict", started)
+            return self._error(error, route, started)
         finally:
             self._active -= 1
         target = version.target
@@ -265,14 +281,14 @@ class Ingress:
                 "request_ids": req.request_ids,
             }
         )
-        self.hooks.request("/predict", 200, time.perf_counter() - started)
+        self.hooks.request(route, 200, time.perf_counter() - started)
         self.hooks.predicted(target, req.request_ids, req.inputs, out, labels)
         return answer
 
-    def _health(self, started: float) -> JSONResponse:
+    def _health(self, route: str, started: float) -> JSONResponse:
         served = self._served
         body = {"status": "ok", "versions": [v.target.version for v in served.versions]}
-        return self._json(body, 200, "/health", started)
+        return self._json(body, 200, route, started)
 
     def _metadata(self, request: Request, started: float) -> JSONResponse:
         try:

@@ -115,23 +115,51 @@ def ensure_cluster(
         "haproxy" if ingress_env else "serve-proxy",
     )  # fmt: skip
     env = head_environment(cluster, ingress_env, os.environ, secret_vars)
-    log = folder / "ray-start.log"
-    with log.open("w") as out:
-        done = subprocess.run(
-            head_command(cluster, port, dashboard),
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=_START_TIMEOUT_S,
-        )
-    if done.returncode != 0:
-        raise ClusterError(
-            f"could not start a local Ray head for serving (exit {done.returncode})",
-            hint=f"see {log}",
-        )
+    _start_head(head_command(cluster, port, dashboard), env, folder / "ray-start.log", temp, port)
     cluster = ManagedCluster(**{**asdict(cluster), "pids": tuple(_pids(temp, str(port)))})
     state_file(home).write_text(json.dumps(asdict(cluster), indent=2))
     return cluster, True
+
+
+def _start_head(command: list[str], env: dict[str, str], log: Path, temp: Path, port: int) -> None:
+    """Run ``ray start --head``; on failure stop what it started and raise a ClusterError.
+
+    Under load Ray's node start times out (``ray start`` exits 1 with "The current node
+    timed out during startup"), or ``ray start`` itself outlives our time-out: either way
+    the processes it did start (a GCS without its raylet) must not outlive the command.
+    """
+    try:
+        with log.open("w") as out:
+            done = subprocess.run(
+                command, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=_START_TIMEOUT_S
+            )
+    except subprocess.TimeoutExpired:
+        _stop_head(temp, str(port))
+        raise ClusterError(
+            f"the local Ray head for serving did not start within {_START_TIMEOUT_S:.0f} s",
+            hint=f"{_BUSY_HINT}; Ray's output is in {log}",
+        ) from None
+    if done.returncode != 0:
+        _stop_head(temp, str(port))
+        raise ClusterError(
+            f"could not start a local Ray head for serving (exit {done.returncode})"
+            + (f": {last}" if (last := _last_line(log)) else ""),
+            hint=f"{_BUSY_HINT}; Ray's output is in {log}",
+        )
+
+
+_BUSY_HINT = (
+    "a node start that timed out usually means the machine is busy: run the command again "
+    "when the load is lower"
+)
+
+
+def _last_line(log: Path) -> str:
+    """The last non-empty line of ``log`` ("" when there is none)."""
+    with contextlib.suppress(OSError):
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines()]
+        return next((line for line in reversed(lines) if line), "")
+    return ""
 
 
 def head_command(cluster: ManagedCluster, port: int, dashboard: int) -> list[str]:
@@ -250,15 +278,21 @@ def _is_client_server(cmdline: Sequence[str], gcs_port: str | None) -> bool:
 
 def stop_managed(home: Path, grace_s: float = 10.0) -> list[int]:
     """Stop the managed head of ``home`` by process id; returns pids that survived."""
-    import psutil
-
     cluster = read_cluster(home)
     if cluster is None:
         return []
-    temp = Path(cluster.temp_dir)
-    procs = []
     gcs_port = cluster.address.rpartition(":")[2]
-    for pid in {*cluster.pids, *_pids(temp, gcs_port)}:
+    survivors = _stop_head(Path(cluster.temp_dir), gcs_port, cluster.pids, grace_s)
+    state_file(home).unlink(missing_ok=True)
+    return survivors
+
+
+def _head_processes(temp: Path, gcs_port: str, pids: Sequence[int] = ()) -> list:
+    """The head's processes (``pids`` and those found by :func:`_pids`) and their descendants."""
+    import psutil
+
+    procs = []
+    for pid in {*pids, *_pids(temp, gcs_port)}:
         with contextlib.suppress(psutil.Error):
             p = psutil.Process(pid)
             cmdline = p.cmdline()
@@ -267,6 +301,16 @@ def stop_managed(home: Path, grace_s: float = 10.0) -> list[int]:
                 # Ray renames its agents (ray::DashboardAgent...), so their command lines no
                 # longer name the temp dir: take the head's descendants along with it.
                 procs += [p, *p.children(recursive=True)]
+    return procs
+
+
+def _stop_head(
+    temp: Path, gcs_port: str, pids: Sequence[int] = (), grace_s: float = 10.0
+) -> list[int]:
+    """SIGTERM the head's processes, SIGKILL what is left after ``grace_s``; the survivors."""
+    import psutil
+
+    procs = _head_processes(temp, gcs_port, pids)
     for p in procs:
         with contextlib.suppress(psutil.Error):
             p.send_signal(signal.SIGTERM)
@@ -276,11 +320,9 @@ def stop_managed(home: Path, grace_s: float = 10.0) -> list[int]:
             p.kill()
     _, alive = psutil.wait_procs(alive, timeout=5)
     # Workers Ray forks later name the temp dir too; catch any the list missed.
-    late = [psutil.Process(pid) for pid in _pids(temp, gcs_port)]
-    for p in late:
+    for pid in _pids(temp, gcs_port):
         with contextlib.suppress(psutil.Error):
-            p.kill()
-    state_file(home).unlink(missing_ok=True)
+            psutil.Process(pid).kill()
     return [p.pid for p in alive if p.is_running()]
 
 
@@ -304,7 +346,7 @@ def connect(address: str | None, home: Path, env: dict[str, str] | None = None) 
             address=address, namespace="engage-serve", logging_level="WARNING",
             log_to_driver=False, configure_logging=True,
         )  # fmt: skip
-    except (ConnectionError, TimeoutError, RuntimeError) as exc:
+    except Exception as exc:  # Ray raises a bare Exception when a node start times out
         from engage.runtime.session import auth_hint
 
         raise ClusterError(

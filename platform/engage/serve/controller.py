@@ -155,10 +155,18 @@ def serve_listener() -> Listener:
 
 def _connect(options: DeployOptions) -> tuple[str, bool]:
     from engage.serve.cluster import connect, ensure_cluster
+    from engage.serve.ports import check_serving_port
 
     if options.address:
         connect(options.address, options.home)
         return options.address, False
+    spec = options.spec
+    # Before the head starts: a busy port would fail only once Serve binds it, head left up.
+    check_serving_port(
+        options.home, spec.host, spec.port,
+        hint=f"serve on another port with `--port N` (`deploy.port` in a spec), or stop the "
+        f"process listening on {spec.port}",
+    )  # fmt: skip
     cluster, started = ensure_cluster(options.home, secret_vars=(options.spec.token_env,))
     connect(cluster.address, options.home, cluster.env())
     return cluster.address, started

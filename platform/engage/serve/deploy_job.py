@@ -2,7 +2,9 @@
 
 The pipeline's deploy stage uses it because a process that has already joined one Ray
 cluster (the job's own, with its own auth token) cannot join another one: Ray keeps the
-first session's token. Prints the DeployResult as JSON; errors keep engage's exit codes.
+first session's token. Prints the DeployResult as JSON; errors keep engage's exit codes,
+and any other failure is reported as one JSON line too (its traceback on stderr), so the
+pipeline's deploy stage always says what failed.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import traceback
 from pathlib import Path
 
 from engage.errors import EngageError
@@ -34,6 +37,10 @@ def main() -> int:
     except EngageError as exc:
         print(json.dumps({"error": exc.message, "hint": exc.hint, "type": type(exc).__name__}))
         return exc.exit_code
+    except Exception as exc:  # Serve's or Ray's own failure: one line out, traceback to the log
+        traceback.print_exc()
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}", "type": type(exc).__name__}))
+        return 70
     print(json.dumps(dataclasses.asdict(result)))
     return 0
 

@@ -35,6 +35,7 @@ from engage.spec.models import DriftWatchSpec
 
 _log = logging.getLogger(__name__)
 _RESERVOIR = 2048  # latencies kept per interval for the logged percentiles
+_SCORING_ROUTES = ("/predict", "/invocations")  # requests the monitoring run counts
 DRAIN_EVERY_S = 0.2  # how often the hooks' thread reports what the requests queued
 _PENDING_MAX = 200_000  # records waiting at most (the oldest go first if the thread stalls)
 _VALUES_PER_REQUEST = 256  # regression values per request put in the value histogram
@@ -76,7 +77,7 @@ class _Aggregate:
     def emit(self, events: Sequence[Event]) -> None:
         with self._lock:
             for e in events:
-                if e.name == "request_seconds" and e.labels.get("route") == "/predict":
+                if e.name == "request_seconds" and e.labels.get("route") in _SCORING_ROUTES:
                     self._count += 1
                     self._errors += e.labels.get("status", "200")[0] in "45"
                     if len(self._latency) < _RESERVOIR:

@@ -32,6 +32,9 @@ class ModelTarget:
     signature: dict[str, Any]  # {"inputs": [...], "outputs": [...]} as MLflow writes them
     classes: tuple[str, ...] | None  # class labels (classification), None for regression
     task: str  # "classification" or "regression"
+    # The input features in the model's order (the run's model card); None for a version
+    # without a card, which /invocations then serves in its tensor forms only.
+    features: tuple[str, ...] | None = None
 
     @property
     def input_spec(self) -> InputSpec:
@@ -44,13 +47,14 @@ class ModelTarget:
         return f"{self.name}/{self.version}"
 
     def metadata(self) -> dict[str, Any]:
-        """What ``GET /metadata`` answers: name, version, classes, signature."""
+        """What ``GET /metadata`` answers: name, version, classes, features, signature."""
         return {
             "name": self.name,
             "version": self.version,
             "run_id": self.run_id,
             "task": self.task,
             "classes": list(self.classes) if self.classes else None,
+            "features": list(self.features) if self.features else None,
             "signature": self.signature,
         }
 
@@ -70,6 +74,7 @@ def resolve(client: Any, name: str, version: str | None, alias: str | None) -> M
     classes = card.get("classes")
     if task == "classification" and not classes:
         classes = [str(i) for i in range(int(outputs[-1]))]
+    features = card.get("features")
     return ModelTarget(
         name,
         str(found.version),
@@ -79,7 +84,15 @@ def resolve(client: Any, name: str, version: str | None, alias: str | None) -> M
         signature,
         tuple(str(c) for c in classes) if classes else None,
         task,
+        _feature_names(features, InputSpec.from_signature(signature["inputs"]).features),
     )
+
+
+def _feature_names(names: Any, width: int) -> tuple[str, ...] | None:
+    """The card's feature names when they fit the signature (one name per input column)."""
+    if not isinstance(names, list) or len(names) != width:
+        return None
+    return tuple(str(n) for n in names)
 
 
 def _download(
@@ -132,6 +145,27 @@ def _card(run_id: str | None, tracking_uri: str) -> dict[str, Any]:
         return json.loads(text)
     except Exception:  # an older run without a card: classes fall back to indices
         return {}
+
+
+def logged_example(tracking_uri: str, name: str, version: str) -> Any | None:
+    """The input example logged with version ``version`` of ``name``, as parsed JSON.
+
+    MLflow writes ``serving_input_example.json`` (``{"inputs": [...]}``) beside the model,
+    older versions only ``input_example.json``; None when the version has neither, or the
+    store cannot be read (the example is a convenience: a deploy never fails for it).
+    """
+    from engage.tracking.store import open_client
+
+    try:
+        source = open_client(tracking_uri).get_model_version_download_uri(name, version)
+    except Exception:
+        return None
+    for path in ("serving_input_example.json", "input_example.json"):
+        try:
+            return json.loads(Path(_download(source, tracking_uri, path)).read_text())
+        except Exception:  # absent (MLflow raises its own errors) or not JSON: try the next
+            continue
+    return None
 
 
 def load(target: ModelTarget, cache: Path) -> Any:

@@ -156,54 +156,66 @@ def parse_predict(body: bytes, spec: InputSpec, nan_policy: str = "reject") -> P
     x = to_array(payload["inputs"], spec)
     if b"true" in body or b"false" in body:
         # numpy turns JSON booleans into 1.0/0.0 silently; the walk finds and names them.
-        _locate_bad(payload["inputs"], spec)
+        locate_bad(payload["inputs"], spec)
     if nan_policy == "reject":
         check_finite(x)
     ids = request_ids(payload.get("request_ids"), len(x))
     return PredictRequest(x, ids)
 
 
-def to_array(inputs: Any, spec: InputSpec) -> np.ndarray:
-    """A float32 array of shape (n, window, features), or 422 naming the first bad element."""
+def to_array(inputs: Any, spec: InputSpec, field: str = "inputs") -> np.ndarray:
+    """A float32 array of shape (n, window, features), or 422 naming the first bad element.
+
+    ``field`` is the body's name for ``inputs`` in messages (``instances`` on /invocations).
+    """
     expected = f"(n, {spec.window}, {spec.features})"
     if not isinstance(inputs, list) or not inputs:
         raise RequestError(
             422,
             "wrong_shape",
-            f"inputs must be a non-empty list of windows of shape {expected}",
-            "inputs",
+            f"{field} must be a non-empty list of windows of shape {expected}",
+            field,
         )
     try:
         raw = np.asarray(inputs)
     except ValueError:  # ragged nesting
         raw = None
     if raw is None or raw.dtype == object or raw.ndim != 3:
-        _locate_bad(inputs, spec)  # raises with the place of the first problem
+        locate_bad(inputs, spec, field)  # raises with the place of the first problem
         got = "ragged" if raw is None else str(raw.shape)
         raise RequestError(
-            422, "wrong_shape", f"inputs have shape {got}; expected {expected}", "inputs"
+            422, "wrong_shape", f"{field} have shape {got}; expected {expected}", field
         )
     if raw.dtype.kind not in "iuf":
-        _locate_bad(inputs, spec)
+        locate_bad(inputs, spec, field)
         raise RequestError(
-            422, "wrong_dtype", f"inputs are {raw.dtype}; expected numbers ({spec.dtype})", "inputs"
+            422, "wrong_dtype", f"{field} are {raw.dtype}; expected numbers ({spec.dtype})", field
         )
     if raw.shape[1:] != (spec.window, spec.features):
         raise RequestError(
             422,
             "wrong_shape",
-            f"inputs have shape {tuple(raw.shape)}; expected {expected}",
-            "inputs",
+            f"{field} have shape {tuple(raw.shape)}; expected {expected}",
+            field,
         )
     with np.errstate(over="ignore"):
         return raw.astype(np.float32)
 
 
-def _locate_bad(inputs: list, spec: InputSpec) -> None:
-    """Walk the nesting (only on the error path) and raise for the first wrong element."""
+def locate_bad(inputs: list, spec: InputSpec, field: str = "inputs") -> None:
+    """Walk the nesting and raise for the first wrong element (for the error path only).
+
+    Also the way to find JSON booleans, which numpy turns into 1.0/0.0 without a word.
+
+    Raises
+    ------
+    RequestError
+        422 ``wrong_shape`` or ``wrong_dtype`` naming ``field[i][j][k]``; nothing when
+        every element is a number in the right place.
+    """
     dims = (spec.window, spec.features)
     for i, window in enumerate(inputs):
-        where = f"inputs[{i}]"
+        where = f"{field}[{i}]"
         if not isinstance(window, list) or len(window) != dims[0]:
             got = f"{len(window)} rows" if isinstance(window, list) else type(window).__name__
             raise RequestError(
@@ -221,12 +233,13 @@ def _locate_bad(inputs: list, spec: InputSpec) -> None:
                     raise RequestError(
                         422,
                         "wrong_dtype",
-                        f"{at}[{k}] is {json.dumps(value)[:40]} ({_json_type(value)}); expected a number ({spec.dtype})",
+                        f"{at}[{k}] is {json.dumps(value)[:40]} ({json_type(value)}); expected a number ({spec.dtype})",
                         f"{at}[{k}]",
                     )
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type (``null``, ``boolean``, ``string``...)."""
     if value is None:
         return "null"
     return {bool: "boolean", str: "string", list: "array", dict: "object"}.get(
@@ -234,7 +247,7 @@ def _json_type(value: Any) -> str:
     )
 
 
-def check_finite(x: np.ndarray) -> None:
+def check_finite(x: np.ndarray, field: str = "inputs") -> None:
     """422 naming the first NaN or infinity in ``x`` (``nan_policy: reject``)."""
     finite = np.isfinite(x)
     if finite.all():
@@ -247,9 +260,9 @@ def check_finite(x: np.ndarray) -> None:
         raise RequestError(
             422,
             "non_finite",
-            f"inputs[{i}][{j}][{k}] is {what} ({len(bad)} non-finite value(s)); this deployment "
+            f"{field}[{i}][{j}][{k}] is {what} ({len(bad)} non-finite value(s)); this deployment "
             "rejects NaN and inf (deploy.nan_policy: reject)",
-            f"inputs[{i}][{j}][{k}]",
+            f"{field}[{i}][{j}][{k}]",
         )
 
 

@@ -16,10 +16,11 @@ from pydantic import ValidationError
 
 from engage.errors import SpecError
 from engage.spec.checks import check_spec
-from engage.spec.explain import problems_from_validation
+from engage.spec.explain import problems_from_validation, show
 from engage.spec.locate import FieldPath, Problem, SpecLocator, read_yaml
 from engage.spec.models import CsvSource, ParquetSource, PipelineSpec
 from engage.spec.overrides import apply_overrides, parse_override
+from engage.train.plugins import ModelModuleError, import_model_module
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,7 @@ def _parse(
         spec = PipelineSpec.model_validate(raw)
     except ValidationError as exc:
         raise locator.error(problems_from_validation(exc, raw, PipelineSpec)) from None
+    spec = _import_model_module(spec, base_dir, locator)
     problems = check_spec(spec)
     if problems:
         raise locator.error(problems)
@@ -164,6 +166,21 @@ def _parse(
         overrides=tuple(overrides),
         locator=locator,
     )
+
+
+def _import_model_module(spec: PipelineSpec, base_dir: Path, locator: SpecLocator) -> PipelineSpec:
+    """Import ``model.module`` so the builder it registers is known; its path made absolute."""
+    module = spec.model.module
+    if module is None:
+        return spec
+    path = base_dir / Path(module).expanduser()
+    try:
+        import_model_module(path)
+    except ModelModuleError as exc:
+        problem = Problem(("model", "module"), f"got {show(module)}; expected a module: {exc}")
+        raise locator.error([problem]) from None
+    model = spec.model.model_copy(update={"module": str(path)})
+    return spec.model_copy(update={"model": model})
 
 
 def _resolve_paths(spec: PipelineSpec, base_dir: Path) -> PipelineSpec:

@@ -117,6 +117,12 @@ class ModelSpec(StrictModel):
     params: dict[str, Any] = Field(
         default_factory=dict, description="the builder's hyperparameters, checked by its schema"
     )
+    module: str | None = Field(
+        None,
+        min_length=1,
+        pattern=r"\.py$",
+        description="your Python file that registers the builder, relative to the spec file",
+    )
 
 
 class FaultSpec(StrictModel):
@@ -168,17 +174,54 @@ class TrainSpec(StrictModel):
 
 
 class GateSpec(StrictModel):
-    """Register the model only when ``metric`` is on the right side of ``threshold``."""
+    """Register the model only when ``metric`` reaches ``threshold``, beats the run's naive
+    baseline by ``min_over_baseline``, or both (whichever are set)."""
 
     metric: Name
-    threshold: float
+    threshold: float | None = Field(
+        None, description="the value the metric must reach (optional with min_over_baseline)"
+    )
     direction: Literal["maximize", "minimize"]
+    min_over_baseline: float | None = Field(
+        None,
+        description="how much the metric must beat the run's naive baseline "
+        "(`baseline_<metric>`) by, in its direction; 0 = at least as good",
+    )
 
-    def passes(self, value: float) -> bool:
-        """Whether a final metric ``value`` clears the gate; NaN never does."""
-        if value != value:  # NaN never passes
+    @model_validator(mode="after")
+    def _has_a_bound(self) -> GateSpec:
+        if self.threshold is None and self.min_over_baseline is None:
+            raise ValueError("a gate needs threshold, min_over_baseline or both")
+        if self.min_over_baseline is not None and self.metric.endswith("_loss"):
+            raise ValueError(
+                f"min_over_baseline compares {self.metric!r} with a naive baseline, and losses "
+                "have none; use a val_ or test_ metric such as test_r2, test_mae or val_accuracy"
+            )
+        return self
+
+    def bound(self, baseline: float | None = None) -> float:
+        """The value the metric must reach, given the run's ``baseline_<metric>``.
+
+        ``threshold``, the baseline moved by ``min_over_baseline`` in the better direction,
+        or the stricter of the two when both are set; NaN when the gate is relative and the
+        baseline is unknown.
+        """
+        bounds = [] if self.threshold is None else [self.threshold]
+        if self.min_over_baseline is not None:
+            if baseline is None or baseline != baseline:
+                return float("nan")
+            step = (
+                self.min_over_baseline if self.direction == "maximize" else -self.min_over_baseline
+            )
+            bounds.append(baseline + step)
+        return max(bounds) if self.direction == "maximize" else min(bounds)
+
+    def passes(self, value: float, baseline: float | None = None) -> bool:
+        """Whether a final metric ``value`` clears the gate; NaN (as value or bound) never does."""
+        bound = self.bound(baseline)
+        if value != value or bound != bound:  # NaN never passes
             return False
-        return value >= self.threshold if self.direction == "maximize" else value <= self.threshold
+        return value >= bound if self.direction == "maximize" else value <= bound
 
 
 class RegistrationSpec(StrictModel):
@@ -230,7 +273,8 @@ class ExportSpec(StrictModel):
         1e-4,
         gt=0.0,
         le=1.0,
-        description="largest absolute output difference from torch; above it the run fails",
+        description="largest output difference from torch (relative for outputs above 1); "
+        "above it the run fails",
     )
     samples: int = Field(
         256, ge=1, le=100_000, description="held-out test windows the equivalence check runs"

@@ -88,6 +88,9 @@ _RULES = [
     "`model.name` is a registered builder and `model.params` fit its parameters (below).",
     "`tracking.registration.gate.metric` is a metric `data.task` produces and "
     "`direction` is the direction it improves in (below).",
+    "`tracking.registration.gate` sets `threshold`, `min_over_baseline` or both (both: the "
+    "stricter bound counts); `min_over_baseline` needs a `val_` or `test_` metric that is not "
+    "a loss, since only those have a baseline.",
     "Relative `data.source.path` values resolve against the spec file's directory.",
 ]
 _SCALARS = {int: "integer", float: "number", str: "string", bool: "boolean", Any: "any"}
@@ -234,8 +237,20 @@ def _builders() -> str:
     return "\n".join(parts)
 
 
+_BASELINES = (
+    "Every run also logs a naive baseline's metrics under `baseline_<metric>` (for example "
+    "`baseline_test_r2`, `baseline_val_accuracy`; no loss): the training split's majority "
+    "class for classification; for regression the target's last observed value in the window "
+    "when the target is also a feature, else the training split's mean. A gate with "
+    "`min_over_baseline` compares with it: `{metric: test_r2, direction: maximize, "
+    "min_over_baseline: 0.0}` registers only a model at least as good as the baseline. Without "
+    "such a gate, a model worse than its baseline (on the gate metric, else `val_accuracy` or "
+    "`val_mae`) gets a console warning and the run tag `engage.warning.baseline`.\n"
+)
+
+
 def _metrics() -> str:
-    parts = ["## Gateable metrics (`tracking.registration.gate`)\n"]
+    parts = ["## Gateable metrics (`tracking.registration.gate`)\n", _BASELINES]
     for task in ("classification", "regression"):
         rows = "".join(f"| `{m}` | `{d}` |\n" for m, d in sorted(task_metrics(task).items()))
         parts.append(f"### `task: {task}`\n\n| metric | direction |\n| --- | --- |\n{rows}")

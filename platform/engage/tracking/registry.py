@@ -16,6 +16,7 @@ class GateDecision:
     value: float | None
     threshold: float | None
     direction: str | None
+    baseline: float | None = None  # the run's baseline_<metric>, for a relative gate
 
     def explain(self) -> str:
         """The decision in one line for the CLI and the run's tags."""
@@ -23,7 +24,12 @@ class GateDecision:
             return "no gate configured"
         op = ">=" if self.direction == "maximize" else "<="
         verdict = "passed" if self.passed else "failed"
-        return f"gate {verdict}: {self.metric} = {self.value:.4g} (needs {op} {self.threshold:g})"
+        head = f"gate {verdict}: {self.metric} = {self.value:.4g}"
+        if self.threshold is None or self.threshold != self.threshold:
+            return f"{head} (no baseline_{self.metric} to compare with)"
+        if self.baseline is None:
+            return f"{head} (needs {op} {self.threshold:g})"
+        return f"{head} (needs {op} {self.threshold:.4g}; naive baseline {self.baseline:.4g})"
 
 
 @dataclass(frozen=True)
@@ -36,9 +42,20 @@ class Registration:
 
 
 def decide(registration: RegistrationSpec, metrics: dict[str, float]) -> GateDecision:
-    """Apply the spec's gate thresholds to the final metrics."""
+    """Apply the spec's gate to the final metrics; a relative gate
+    (``min_over_baseline``) reads the run's ``baseline_<metric>`` among them."""
     gate = registration.gate
     if gate is None:
         return GateDecision(True, None, None, None, None)
     value = metrics.get(gate.metric, float("nan"))
-    return GateDecision(gate.passes(value), gate.metric, value, gate.threshold, gate.direction)
+    baseline = (
+        metrics.get(f"baseline_{gate.metric}") if gate.min_over_baseline is not None else None
+    )
+    return GateDecision(
+        gate.passes(value, baseline),
+        gate.metric,
+        value,
+        gate.bound(baseline),
+        gate.direction,
+        baseline,
+    )

@@ -3,6 +3,10 @@
 ``accumulate`` returns a 1-D tensor of sums over a shard; ``finalize`` turns the (reduced)
 sums into metrics. Classification sums: loss, n, correct, then true positives, false
 positives and false negatives per class. Regression sums: loss, n, |err|, err², y, y².
+
+A regression model wrapped in :class:`~engage.train.models.TargetScaled` answers in target
+units, so MAE, RMSE and R² are in target units; its loss is the training objective, the
+mean squared error in standardised units, comparable with ``train_loss``.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ import math
 
 import torch
 from torch import nn
+
+from engage.train.models import TargetScaled
 
 
 def loss_function(task: str) -> nn.Module:
@@ -23,6 +29,20 @@ def targets_for_loss(y: torch.Tensor, task: str) -> torch.Tensor:
     return y.long() if task == "classification" else y.float().unsqueeze(1)
 
 
+def training_loss(
+    model: nn.Module, out: torch.Tensor, y: torch.Tensor, task: str, loss_fn: nn.Module
+) -> torch.Tensor:
+    """``loss_fn`` of the outputs ``out`` of ``model`` against targets ``y`` (as
+    :func:`targets_for_loss` gives them), in standardised units when ``model`` (or the
+    module a DDP wrapper holds) is a :class:`TargetScaled`: the gradient the network sees
+    is the same whatever the target's offset and scale.
+    """
+    core = getattr(model, "module", model)
+    if task != "classification" and isinstance(core, TargetScaled):
+        return loss_fn(core.standardize(out), core.standardize(y))
+    return loss_fn(out, y)
+
+
 @torch.no_grad()
 def accumulate(
     model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: str, n_classes: int, batch_size: int
@@ -31,24 +51,37 @@ def accumulate(
     was_training = model.training
     model.eval()
     loss_fn = loss_function(task)
-    width = 3 + 3 * n_classes if task == "classification" else 6
-    sums = torch.zeros(width, dtype=torch.float64)
+    sums = empty_sums(task, n_classes)
     device = next(model.parameters()).device
     for start in range(0, len(x), batch_size):
         xb = x[start : start + batch_size].to(device)
         yb = y[start : start + batch_size].to(device)
         out = model(xb)
-        loss = loss_fn(out, targets_for_loss(yb, task)).item() * len(xb)
-        sums[0] += loss
-        sums[1] += len(xb)
-        if task == "classification":
-            _add_confusion(sums, out.argmax(dim=1).cpu(), yb.long().cpu(), n_classes)
-        else:
-            err = out.squeeze(1).double().cpu() - yb.double().cpu()
-            yd = yb.double().cpu()
-            sums[2:] += torch.stack([err.abs().sum(), (err**2).sum(), yd.sum(), (yd**2).sum()])
+        loss = training_loss(model, out, targets_for_loss(yb, task), task, loss_fn)
+        sums[0] += loss.item() * len(xb)
+        add_predictions(sums, out.cpu(), yb.cpu(), task, n_classes)
     model.train(was_training)
     return sums
+
+
+def empty_sums(task: str, n_classes: int) -> torch.Tensor:
+    """Zero sums of the width :func:`accumulate` returns for ``task``."""
+    return torch.zeros(3 + 3 * n_classes if task == "classification" else 6, dtype=torch.float64)
+
+
+def add_predictions(
+    sums: torch.Tensor, out: torch.Tensor, y: torch.Tensor, task: str, n_classes: int
+) -> None:
+    """Add the count and the statistics of outputs ``out`` against ``y`` to ``sums`` (all but
+    the loss): class scores ``(n, k)`` for classification, values ``(n, 1)`` for regression.
+    """
+    sums[1] += len(y)
+    if task == "classification":
+        _add_confusion(sums, out.argmax(dim=1), y.long(), n_classes)
+    else:
+        err = out.squeeze(1).double() - y.double()
+        yd = y.double()
+        sums[2:] += torch.stack([err.abs().sum(), (err**2).sum(), yd.sum(), (yd**2).sum()])
 
 
 def _add_confusion(sums: torch.Tensor, pred: torch.Tensor, true: torch.Tensor, k: int) -> None:

@@ -2,7 +2,11 @@
 
 Every worker sees the same seeded permutation each epoch and trains on its own slice of
 it, so a run is reproducible for a given seed and worker count. Rank 0 reports epoch
-metrics through the job's reporter and writes the checkpoint.
+metrics through the job's reporter and writes the checkpoint. A regression network learns
+targets standardised with the training split's mean and std (:class:`TargetScaled`).
+
+Only :func:`train_loop_per_worker` and the helpers that read the Ray Train context need Ray;
+:func:`make_worker` and :func:`train_epoch` run without it (the unit tests train that way).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import math
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +27,15 @@ from engage.events import HubTransport, Reporter
 from engage.monitor.resources import ResourceSampler
 from engage.spec.models import ModelSpec, TrainSpec
 from engage.train.builders import ModelShape, get_builder
-from engage.train.evaluate import accumulate, finalize, loss_function, targets_for_loss
+from engage.train.evaluate import (
+    accumulate,
+    finalize,
+    loss_function,
+    targets_for_loss,
+    training_loss,
+)
+from engage.train.models import TargetScaled
+from engage.train.plugins import import_model_module
 
 CHECKPOINT_FILE = "model.pt"
 _PROGRESS_EVERY_S = 0.5
@@ -55,13 +68,19 @@ def make_optimizer(spec: TrainSpec, params: Any) -> torch.optim.Optimizer:
 def build_model(job: TrainJob) -> nn.Module:
     """The job's model from its registered builder, initialised from ``job.train.seed``.
 
+    A regression model comes wrapped in :class:`TargetScaled` (statistics 0 and 1 until
+    :meth:`TargetScaled.fit` or a checkpoint sets them), so its outputs are in target units.
+
     Raises
     ------
     KeyError
         If ``job.model.name`` is not a registered builder (the spec check catches this first).
     """
+    if job.model.module is not None:  # a fresh worker process has not imported it yet
+        import_model_module(job.model.module)
     torch.manual_seed(job.train.seed)
-    return get_builder(job.model.name).build(job.shape, job.model.params)
+    model = get_builder(job.model.name).build(job.shape, job.model.params)
+    return model if job.task == "classification" else TargetScaled(model)
 
 
 def _all_reduce(t: torch.Tensor) -> torch.Tensor:
@@ -97,7 +116,7 @@ def _report(metrics: dict[str, float], epoch: int, job: TrainJob, rank: int, sta
 
 
 @dataclass
-class _Worker:
+class Worker:
     """One worker's view of the job: its data shard, model and reporter."""
 
     job: TrainJob
@@ -123,7 +142,7 @@ class _Worker:
         return len(self.x) // self.world
 
 
-def _epoch(w: _Worker, epoch: int, resources: ResourceSampler) -> tuple[float, float, float]:
+def _epoch(w: Worker, epoch: int, resources: ResourceSampler) -> tuple[float, float, float]:
     """Train one epoch; returns (loss sum, data wait seconds, wall seconds) of this worker."""
     job, faults = w.job, w.job.train.faults
     g = torch.Generator().manual_seed(job.train.seed * 1_000_003 + epoch)
@@ -140,7 +159,7 @@ def _epoch(w: _Worker, epoch: int, resources: ResourceSampler) -> tuple[float, f
         xb, yb = w.x[idx].to(w.device), targets_for_loss(w.y[idx], job.task).to(w.device)
         t1 = time.perf_counter()
         w.optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(w.model(xb), yb)
+        loss = training_loss(w.model, w.model(xb), yb, job.task, loss_fn)
         loss.backward()
         w.optimizer.step()
         loss_sum += loss.item() * len(idx)
@@ -164,7 +183,7 @@ def _epoch(w: _Worker, epoch: int, resources: ResourceSampler) -> tuple[float, f
 
 
 def _epoch_metrics(
-    w: _Worker, epoch: int, loss_sum: float, wait: float, seconds: float
+    w: Worker, epoch: int, loss_sum: float, wait: float, seconds: float
 ) -> dict[str, float]:
     totals = _all_reduce(torch.tensor([loss_sum, float(w.n_per), wait], dtype=torch.float64))
     core = getattr(w.model, "module", w.model)
@@ -179,28 +198,82 @@ def _epoch_metrics(
     }
 
 
-def _setup(job: TrainJob) -> _Worker:
+def make_worker(
+    job: TrainJob,
+    data: dict[str, Any],
+    reporter: Reporter,
+    *,
+    rank: int = 0,
+    world: int = 1,
+    device: Any = "cpu",
+    prepare: Callable[[nn.Module], nn.Module] = lambda m: m,
+) -> Worker:
+    """One worker's view of ``job`` over ``data`` (numpy arrays ``train_x``, ``train_y``,
+    ``val_x``, ``val_y``): the seeded model (a regression model's target statistics fitted
+    on the whole training split, the same on every worker), its optimizer and its val shard.
+
+    ``prepare`` wraps the model for distributed training (Ray Train's ``prepare_model``);
+    the default leaves it as it is, for a single process.
+    """
+    y = torch.from_numpy(data["train_y"])
+    model = build_model(job)
+    if isinstance(model, TargetScaled):
+        model.fit(y)
+    model = prepare(model)
+    return Worker(
+        job=job,
+        rank=rank,
+        world=world,
+        reporter=reporter,
+        x=torch.from_numpy(data["train_x"]),
+        y=y,
+        val_x=torch.from_numpy(data["val_x"][rank::world]),
+        val_y=torch.from_numpy(data["val_y"][rank::world]),
+        model=model,
+        optimizer=make_optimizer(job.train, model.parameters()),
+        device=device,
+    )
+
+
+def _setup(job: TrainJob) -> Worker:
     import ray
     import ray.train
     import ray.train.torch
 
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    data = ray.get(job.data_ref)
-    model = ray.train.torch.prepare_model(build_model(job))
-    return _Worker(
-        job=job,
+    return make_worker(
+        job,
+        ray.get(job.data_ref),
+        Reporter(HubTransport(job.hub), {"rank": str(rank)}),
         rank=rank,
         world=world,
-        reporter=Reporter(HubTransport(job.hub), {"rank": str(rank)}),
-        x=torch.from_numpy(data["train_x"]),
-        y=torch.from_numpy(data["train_y"]),
-        val_x=torch.from_numpy(data["val_x"][rank::world]),
-        val_y=torch.from_numpy(data["val_y"][rank::world]),
-        model=model,
-        optimizer=make_optimizer(job.train, model.parameters()),
         device=ray.train.torch.get_device(),
+        prepare=ray.train.torch.prepare_model,
     )
+
+
+def train_epoch(w: Worker, epoch: int, resources: ResourceSampler) -> dict[str, float]:
+    """Train epoch ``epoch`` and return its metrics (rank 0 reports them).
+
+    Raises
+    ------
+    TrainingError
+        If the training loss became NaN or infinite.
+    """
+    loss_sum, wait, seconds = _epoch(w, epoch, resources)
+    metrics = _epoch_metrics(w, epoch, loss_sum, wait, seconds)
+    if w.rank == 0:
+        w.reporter.metrics(metrics, step=epoch)
+        w.reporter.progress("epoch", epochs=w.job.train.epochs, **metrics)
+    w.reporter.flush()
+    if not math.isfinite(metrics["train_loss"]):
+        w.reporter.flush(wait=True)
+        raise TrainingError(
+            f"train_loss became {metrics['train_loss']} in epoch {epoch}",
+            hint="lower train.learning_rate or check the data for extreme values",
+        )
+    return metrics
 
 
 def train_loop_per_worker(config: dict[str, Any]) -> None:
@@ -221,18 +294,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     resources = ResourceSampler(w.device)
     faults = job.train.faults
     for epoch in range(_restore(core, w.optimizer), job.train.epochs + 1):
-        loss_sum, wait, seconds = _epoch(w, epoch, resources)
-        metrics = _epoch_metrics(w, epoch, loss_sum, wait, seconds)
-        if w.rank == 0:
-            w.reporter.metrics(metrics, step=epoch)
-            w.reporter.progress("epoch", epochs=job.train.epochs, **metrics)
-        w.reporter.flush()
-        if not math.isfinite(metrics["train_loss"]):
-            w.reporter.flush(wait=True)
-            raise TrainingError(
-                f"train_loss became {metrics['train_loss']} in epoch {epoch}",
-                hint="lower train.learning_rate or check the data for extreme values",
-            )
+        metrics = train_epoch(w, epoch, resources)
         state = {
             "model": core.state_dict(),
             "optimizer": w.optimizer.state_dict(),

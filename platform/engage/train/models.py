@@ -98,3 +98,36 @@ class Standardized(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Standardise raw ``x`` with the stored training mean and std, then run the model."""
         return self.model((x - self.mean) / self.std)
+
+
+class TargetScaled(nn.Module):
+    """Wraps a regression network trained on standardised targets; answers in target units.
+
+    The network learns ``(y - mean) / std`` with mean and std from the training split, so a
+    target far from zero (CO2 near 400 ppm) trains as well as one near zero. The forward
+    pass applies ``out * std + mean``; the two statistics are buffers, so they travel in
+    every checkpoint and every exported copy (ONNX, TorchScript) answers in original units.
+    """
+
+    def __init__(self, model: nn.Module, mean: float = 0.0, std: float = 1.0) -> None:
+        super().__init__()
+        self.model = model
+        self.register_buffer("target_mean", torch.tensor(float(mean)))
+        self.register_buffer("target_std", torch.tensor(float(std)))
+
+    def fit(self, y: torch.Tensor) -> TargetScaled:
+        """Set the statistics from the training targets ``y`` (a zero std becomes 1)."""
+        yd = y.double()
+        std = float(yd.std(unbiased=False)) if len(yd) else 1.0
+        mean = float(yd.mean()) if len(yd) else 0.0
+        self.target_mean.fill_(mean)
+        self.target_std.fill_(std if std > 0 else 1.0)
+        return self
+
+    def standardize(self, y: torch.Tensor) -> torch.Tensor:
+        """``y`` (or a prediction in target units) in the standardised units the net learns."""
+        return (y - self.target_mean) / self.target_std
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Run the network and map its standardised output back to target units."""
+        return self.model(x) * self.target_std + self.target_mean

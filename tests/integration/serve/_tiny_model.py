@@ -13,6 +13,7 @@ import numpy as np
 
 MODEL = "tiny-occupancy"
 WINDOW, FEATURES = 4, 3
+FEATURE_NAMES = ("temperature", "co2", "motion")  # the model card's, in input order
 
 
 def register_versions(home: Path) -> None:
@@ -42,7 +43,12 @@ def register_versions(home: Path) -> None:
         )
         run = client.create_run(experiment)
         client.log_artifacts(run.info.run_id, str(path), "model")
-        card = {"task": "classification", "classes": ["away", "home"], "window": WINDOW}
+        card = {
+            "task": "classification",
+            "classes": ["away", "home"],
+            "window": WINDOW,
+            "features": list(FEATURE_NAMES),
+        }
         client.log_text(run.info.run_id, json.dumps(card), "model_card/inputs.json")
         client.create_registered_model(MODEL) if version == "1" else None
         client.create_model_version(MODEL, f"{run.info.artifact_uri}/model", run_id=run.info.run_id)

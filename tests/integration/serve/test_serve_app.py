@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
-from _tiny_model import FEATURES, MODEL, WINDOW
+from _tiny_model import FEATURE_NAMES, FEATURES, MODEL, WINDOW
 from _tiny_model import register_versions as _register_versions
 
 pytestmark = pytest.mark.integration
@@ -159,10 +159,34 @@ def test_correct_request_answers_classes_version_and_ids(served):
     assert len(body["probabilities"]) == 3
 
 
+def test_invocations_take_mlflow_dataframe_split_and_the_deploys_example(served):
+    windows = _window(2, seed=3)
+    rows = [row[::-1] for window in windows for row in window]  # columns in another order
+    split = {"dataframe_split": {"columns": list(FEATURE_NAMES[::-1]), "data": rows}}
+    example = served.home / "serve" / MODEL / "example.json"  # written by `engage deploy`
+
+    mlflow_style = requests.post(f"{served.url}/invocations", json=split, timeout=10)
+    predict = _post(served.url, {"inputs": windows})
+    missing = requests.post(
+        f"{served.url}/invocations",
+        json={"dataframe_split": {"columns": ["co2"], "data": [[1.0]] * WINDOW}},
+        timeout=10,
+    )
+    from_example = _post(served.url, json.loads(example.read_bytes()))
+
+    assert mlflow_style.status_code == 200, mlflow_style.text
+    assert mlflow_style.json()["predictions"] == predict.json()["predictions"]
+    assert mlflow_style.json()["probabilities"] == predict.json()["probabilities"]
+    assert (missing.status_code, missing.json()["error"]["code"]) == (422, "missing_column")
+    assert missing.json()["error"]["field"] == "dataframe_split.columns"
+    assert from_example.status_code == 200, from_example.text
+
+
 def test_metadata_names_model_version_and_signature(served):
     meta = requests.get(f"{served.url}/metadata", timeout=10).json()
 
     assert (meta["name"], meta["version"], meta["classes"]) == (MODEL, "1", ["away", "home"])
+    assert meta["features"] == list(FEATURE_NAMES)  # the columns /invocations matches by name
     tensor = meta["signature"]["inputs"][0]["tensor-spec"]
     assert tensor == {"dtype": "float32", "shape": [-1, WINDOW, FEATURES]}
     assert requests.get(f"{served.url}/health", timeout=10).json()["status"] == "ok"
