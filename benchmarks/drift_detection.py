@@ -414,7 +414,8 @@ def main() -> None:
         results = pool.starmap(bench, [(c, args.ert, seeds) for c in chosen])
     order = {c.name: i for i, c in enumerate(configs(args.ert, False))}
     results.sort(key=lambda r: (r["name"] != ENGAGE, order.get(r["name"], 99)))
-    if not any(r["name"] == ENGAGE for r in results):
+    # Without engage's default or without a bare detector there is no verdict to draw.
+    if not any(r["name"] == ENGAGE for r in results) or not any(r["bare"] for r in results):
         for r in results:
             print(r["name"], {s: _cell(r["delays"][s]) for s in DRIFTS}, f"FA {r['fa']:.1f}")
         return

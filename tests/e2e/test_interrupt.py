@@ -23,7 +23,10 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 ENGAGE = Path(sys.executable).with_name("engage")
 _FIRST_EPOCH_S = 180.0
-_EXIT_S = 30.0
+# Exit after SIGINT (Ray's shutdown, the drainer's last flush): the suite runs in two lanes
+# beside other CPU-bound tests, and at load 7 on 2 cores this took over 30 s. The claim here
+# is a clean exit (130, a KILLED run, no survivors), not its speed under load.
+_EXIT_S = 90.0
 
 
 def _read_lines(stream, lines: queue.Queue) -> None:

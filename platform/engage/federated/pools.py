@@ -68,9 +68,11 @@ class LocalPool(ClientPool):
 class RayPool(ClientPool):
     """One Ray actor per client."""
 
-    def __init__(self, actors: dict[str, Any]) -> None:
+    def __init__(self, actors: dict[str, Any], start_timeout_s: float = 120.0) -> None:
         self.actors = actors
         self._pending: dict[Any, str] = {}  # refs of stragglers -> client
+        self._start_timeout_s = start_timeout_s
+        self._started = False
 
     def fit(self, clients, message, delays, timeout_s):
         """Send the round to every client's actor and wait up to ``timeout_s``; updates
@@ -78,6 +80,7 @@ class RayPool(ClientPool):
         """
         import ray
 
+        self._await_start()
         out = FitOutcome()
         refs = {self.actors[c].fit.remote(message, delays.get(c, 0.0)): c for c in clients}
         deadline = time.monotonic() + timeout_s
@@ -91,6 +94,22 @@ class RayPool(ClientPool):
             self._pending[ref] = refs[ref]
         self._collect_late(out)
         return out
+
+    def _await_start(self) -> None:
+        """Before the first round: wait (bounded) until the actors are constructed.
+
+        An actor's start (a worker process importing torch) can take longer than a round's
+        timeout on a busy machine; it is not the client being slow, so it must not make every
+        client a straggler of round 1. An actor still not up after ``start_timeout_s`` takes
+        its chances in the round like any slow client.
+        """
+        import ray
+
+        if self._started:
+            return
+        self._started = True
+        refs = [actor.__ray_ready__.remote() for actor in self.actors.values()]
+        ray.wait(refs, num_returns=len(refs), timeout=self._start_timeout_s)
 
     def _collect(self, ref: Any, client: str, into: dict, dropped: dict) -> None:
         import ray
