@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from engage.federated import wire
 from engage.federated.attacks import AttackContext, make_client_attack
 from engage.federated.signing import make_signer
 from engage.train.builders import ModelShape, get_builder
+from engage.train.plugins import import_model_module
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class LocalTraining:
     mu: float
     seed: int
     max_update_bytes: int
+    model_module: str | None = None  # the spec's ``model.module`` (absolute): a user's builder
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ def build_model(training: LocalTraining):
     """A fresh model of the local-training spec, seeded so every client starts alike."""
     import torch
 
+    if training.model_module:  # a Ray actor is a fresh process: register the user's builder
+        import_model_module(Path(training.model_module))
     torch.manual_seed(training.seed)
     return get_builder(training.model_name).build(training.shape, training.model_params)
 

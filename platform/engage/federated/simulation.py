@@ -65,6 +65,7 @@ def local_training(fed: FederatedSpec, model: ModelSpec, data: FederatedData) ->
         fed.mu,
         fed.seed,
         fed.max_update_bytes,
+        model.module,
     )
 
 

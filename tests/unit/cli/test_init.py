@@ -10,6 +10,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -90,7 +91,8 @@ def test_the_notebook_is_valid_nbformat_4_json(tmp_path: Path) -> None:
 def test_a_non_empty_folder_is_refused_with_exit_2(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine")
 
-    result = CliRunner().invoke(app, ["init", str(tmp_path)])
+    # a wide terminal: rich wraps the usage error's box at the width it finds (80 in a pipe)
+    result = CliRunner().invoke(app, ["init", str(tmp_path)], env={"COLUMNS": "200"})
 
     assert result.exit_code == 2
     assert "not empty" in result.output
@@ -133,3 +135,28 @@ def test_a_broken_model_module_is_a_located_spec_error(tmp_path: Path) -> None:
     assert "model.module" in info.value.message
     assert "SyntaxError at line 1" in info.value.message
     assert "my_model" not in sys.modules
+
+
+@pytest.mark.usefixtures("isolated_builders")
+def test_a_federated_client_builds_the_projects_model_from_its_module(tmp_path: Path) -> None:
+    from engage.federated.client import build_model
+    from engage.federated.simulation import local_training
+
+    scaffold(tmp_path / "proj")
+    loaded = load_spec(tmp_path / "proj" / SPEC_FILE)
+    shape = ModelShape(window=8, features=5, outputs=2)
+    fed = SimpleNamespace(
+        local_epochs=1, batch_size=8, optimizer="adam", learning_rate=0.01,
+        strategy="fedavg", mu=0.0, seed=0, max_update_bytes=1 << 20,
+    )  # fmt: skip
+    training = local_training(
+        fed, loaded.spec.model, SimpleNamespace(shape=shape, task="classification")
+    )
+    # a Ray actor is a fresh process: the builder is not registered there until it imports
+    MODEL_BUILDERS._items.pop("my-model")
+    sys.modules.pop("my_model", None)
+
+    model = build_model(training)
+
+    assert "my-model" in MODEL_BUILDERS
+    assert sum(p.numel() for p in model.parameters()) > 0
