@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 UNIT_LANE = [
     "tests/unit",
     "tests/notebooks",
+    "tests/e2e/test_interrupt.py",
     "tests/e2e/test_models_cli.py",
     "tests/e2e/test_sync.py",
     "tests/e2e/test_bad_input.py",

@@ -24,6 +24,8 @@ class QuickstartSession:
     monitor_failure: str | None = None  # a view that exited non-zero: its output
     answer: dict | None = None  # the served endpoint's JSON answer to the printed example
     answer_failure: str | None = None  # why there is no answer
+    wall_seconds: float = 0.0  # the quickstart command, start to exit
+    hog_cpu_seconds: float = 0.0  # CPU the busy process beside it got meanwhile
 
     @property
     def home(self) -> Path:

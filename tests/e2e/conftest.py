@@ -13,6 +13,9 @@ records what each of them looks at:
 - its ENGAGE_HOME, with version 1 of smart-home-occupancy, stays for the session (what
   tests/e2e/test_export_cli.py exports from; export only reads the store).
 
+It runs beside a CPU-bound process of its own (a new user's machine is rarely idle), and
+records how much CPU that process got, so the quickstart test can say it completed under load.
+
 The fixture asserts nothing itself: each test asserts its own claims on what was recorded,
 so a failure is reported by the test it concerns.
 """
@@ -27,6 +30,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -94,6 +98,14 @@ def _ask_the_endpoint(session: QuickstartSession) -> None:
         session.answer_failure = f"{type(exc).__name__}: {exc}"
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds a live process has used so far."""
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
 @pytest.fixture(scope="session")
 def quickstart_session(tmp_path_factory: pytest.TempPathFactory) -> QuickstartSession:
     """One ``engage quickstart`` (train, register, serve, drift demo) for the whole session."""
@@ -101,6 +113,10 @@ def quickstart_session(tmp_path_factory: pytest.TempPathFactory) -> QuickstartSe
     shutil.copytree(REPO / "pipelines", folder / "pipelines")
     session = QuickstartSession(folder, _free_port())
     env = _env(session.home)
+    # A new user's machine is rarely idle (issue 13): a CPU-bound process at the same
+    # priority runs beside the quickstart for its whole run (and the other lane beside both).
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    started = time.monotonic()
     with tempfile.TemporaryFile("w+") as stderr:
         proc = subprocess.Popen(
             [str(ENGAGE), "quickstart", "--set", f"deploy.port={session.port}"],
@@ -116,10 +132,14 @@ def quickstart_session(tmp_path_factory: pytest.TempPathFactory) -> QuickstartSe
                     os.killpg(proc.pid, signal.SIGKILL)
                 rest = proc.communicate()[0] + f"\n[killed after {_QUICKSTART_S:.0f} s]\n"
             session.returncode = proc.returncode
+            session.wall_seconds = time.monotonic() - started
+            session.hog_cpu_seconds = _cpu_seconds(hog.pid)
             session.stdout = "".join(head) + rest
             if session.returncode == 0:
                 _ask_the_endpoint(session)
         finally:
+            hog.kill()
+            hog.wait()
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
