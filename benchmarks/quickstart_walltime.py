@@ -68,16 +68,24 @@ def run_quickstart() -> tuple[float, dict[str, float]]:
     return wall, stages
 
 
-def run_loaded() -> float:
-    """One quickstart beside one CPU-bound process per core; its wall time."""
+def run_loaded() -> tuple[float, str]:
+    """One quickstart beside one CPU-bound process per core: its wall time and outcome.
+
+    A failure under load is a result, not a crash of the benchmark: the outcome names the
+    exit code and the last line engage printed on stderr.
+    """
     import os
 
     hogs = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"])
         for _ in range(os.cpu_count() or 1)
     ]
+    started = time.perf_counter()
     try:
-        return run_quickstart()[0]
+        return run_quickstart()[0], "completed"
+    except subprocess.CalledProcessError as exc:
+        lines = (exc.stderr or b"").decode(errors="replace").strip().splitlines() or ["no output"]
+        return time.perf_counter() - started, f"exit {exc.returncode}: {lines[-1]}"
     finally:
         for hog in hogs:
             hog.kill()
@@ -104,16 +112,18 @@ def main() -> None:
         splits.append(split)
         floors.append(floor)
         print(f"repetition {i + 1}: quickstart {wall:.1f} s, bare Ray Train floor {floor:.1f} s")
-    loaded = []
+    loaded, outcomes = [], []
     for i in range(args.loaded):
-        loaded.append(run_loaded())
-        print(f"loaded repetition {i + 1}: quickstart {loaded[-1]:.1f} s beside CPU hogs")
+        wall, outcome = run_loaded()
+        loaded.append(wall)
+        outcomes.append(outcome)
+        print(f"loaded repetition {i + 1}: quickstart {wall:.1f} s beside CPU hogs, {outcome}")
     med = statistics.median(walls)
     floor = statistics.median(floors)
     loaded_row = (
         f"| quickstart beside one CPU hog per core, median of {args.loaded} | "
         f"{statistics.median(loaded):.1f} s (runs: {', '.join(f'{w:.1f}' for w in loaded)}); "
-        f"{statistics.median(loaded) / med:.2f}× the idle time; completed |\n"
+        f"{statistics.median(loaded) / med:.2f}× the idle time; {'; '.join(outcomes)} |\n"
         if loaded
         else ""
     )

@@ -91,3 +91,36 @@ def test_the_committed_files_equal_a_fresh_render(name: str) -> None:
     committed = (DEPLOY / name).read_text()
 
     assert committed == fresh, f"deploy/prometheus/{name} differs from engage's rules; {FIX}"
+
+
+def test_every_spec_field_an_alert_tells_the_user_to_change_exists() -> None:
+    # EngageDataBound once said "Raise data.num_workers", a field no spec has (issue 13).
+    import re
+
+    from pydantic import BaseModel
+
+    from engage.monitor.rules import RULES
+    from engage.spec.models import PipelineSpec
+
+    def exists(dotted: str) -> bool:
+        model: type[BaseModel] | None = PipelineSpec
+        for part in dotted.split("."):
+            fields = getattr(model, "model_fields", {})
+            if part not in fields:
+                return False
+            annotation = fields[part].annotation
+            candidates = [annotation, *getattr(annotation, "__args__", ())]
+            model = next(
+                (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+            )
+        return True
+
+    sections = "|".join(PipelineSpec.model_fields)
+    named = {
+        field
+        for rule in RULES
+        for field in re.findall(rf"\b(?:{sections})\.[a-z_.]*[a-z_]", rule.description)
+    }
+    assert "train.batch_size" in named  # the check reads what the data-bound advice names
+    missing = sorted(f for f in named if not exists(f))
+    assert missing == [], missing
