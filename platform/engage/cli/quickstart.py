@@ -87,17 +87,25 @@ def write_user_spec(cwd: Path, home: Path) -> Path:
     """
     text = (resources.files("engage") / "resources" / USER_SPEC).read_text(encoding="utf-8")
     mine = cwd / USER_SPEC
-    try:
-        if not mine.exists():
-            mine.write_text(text, encoding="utf-8")
-        if mine.read_text(encoding="utf-8") == text:
-            return Path(USER_SPEC) if cwd.resolve() == Path.cwd().resolve() else mine
-    except (OSError, UnicodeDecodeError):
-        pass  # a read-only folder or someone else's file: fall back to engage's home
+    if _holds(mine, text):
+        return Path(USER_SPEC) if cwd.resolve() == Path.cwd().resolve() else mine
     home.mkdir(parents=True, exist_ok=True)
     copy = home / USER_SPEC
     copy.write_text(text, encoding="utf-8")
     return copy
+
+
+def _holds(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` if it is absent; whether ``path`` then holds exactly ``text``.
+
+    False for a read-only folder or a file of the user's own (other text, or not text).
+    """
+    try:
+        if not path.exists():
+            path.write_text(text, encoding="utf-8")
+        return path.read_text(encoding="utf-8") == text
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def show_drift_caught(console: Console, result: PipelineResult, home: Path) -> None:

@@ -17,7 +17,6 @@ each block of ``window`` consecutive rows is one window. Every problem is one
 from __future__ import annotations
 
 import json
-import math
 import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from engage.serve.validation import (
     check_finite,
     json_type,
     locate_bad,
+    non_finite_name,
     parse_json,
     request_ids,
     to_array,
@@ -243,8 +243,7 @@ def _windows(
         bad = np.argwhere(~np.isfinite(flat))
         if len(bad):
             r, c = (int(v) for v in bad[0])
-            value = float(flat[r, c])
-            what = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+            what = non_finite_name(float(flat[r, c]))
             raise RequestError(
                 422,
                 "non_finite",

@@ -255,8 +255,7 @@ def check_finite(x: np.ndarray, field: str = "inputs") -> None:
     bad = np.argwhere(~finite)
     if len(bad):
         i, j, k = (int(v) for v in bad[0])
-        value = float(x[i, j, k])
-        what = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        what = non_finite_name(float(x[i, j, k]))
         raise RequestError(
             422,
             "non_finite",
@@ -286,3 +285,10 @@ def request_ids(given: Any, n: int) -> list[str]:
                 f"request_ids[{i}]",
             )
     return list(given)
+
+
+def non_finite_name(value: float) -> str:
+    """How a request body spells a non-finite number: NaN, Infinity or -Infinity."""
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
