@@ -2,7 +2,9 @@
 
 The runs go through ``run_pipeline`` in this process on the shared ``ray_local`` session:
 each CLI run would start its own Ray (~6 s) and import Ray Train (~6 s) again, and the CLI
-path itself is covered by the e2e and cluster tests.
+path itself is covered by the e2e and cluster tests. That another seed gives other numbers
+is the loop's property, checked without Ray in tests/unit/train/test_loop.py; here the
+second run's recorded seed guards against two runs that ignore the seed altogether.
 """
 
 from __future__ import annotations
@@ -40,15 +42,17 @@ def _recorded(client: mlflow.MlflowClient, run_id: str) -> History:
 
 @pytest.fixture(scope="module")
 def histories(ray_local, tmp_path_factory) -> dict[str, History]:
-    """Three small runs in one MLflow store: seed 42 twice, then seed 7."""
+    """Two small runs in one MLflow store, both with seed 42."""
     home = tmp_path_factory.mktemp("determinism") / ".engage"
     uri = f"sqlite:///{home}/mlflow.db"
     options = RunOptions(tracking_uri=uri, home=home)
     runs = {}
-    for name, seed in (("first", 42), ("again", 42), ("other_seed", 7)):
-        loaded = load_spec(SPEC, [*SMALL, f"train.seed={seed}"])
+    for name in ("first", "again"):
+        loaded = load_spec(SPEC, [*SMALL, "train.seed=42"])
         runs[name] = run_pipeline(loaded, options).run_id
     client = mlflow.MlflowClient(tracking_uri=uri)
+    seeds = {client.get_run(run_id).data.params.get("train.seed") for run_id in runs.values()}
+    assert seeds == {"42"}, seeds  # the seed asked for is the seed the runs used
     return {name: _recorded(client, run_id) for name, run_id in runs.items()}
 
 
@@ -66,11 +70,3 @@ def test_same_seed_gives_identical_metrics(histories) -> None:
     assert set(first) == set(again)
     for key in sorted(first):
         assert first[key] == again[key], key  # exact float equality, step by step
-
-
-def test_other_seed_gives_different_metrics(histories) -> None:
-    first, other = histories["first"], histories["other_seed"]
-
-    assert first["val_loss"] != other["val_loss"]
-    assert first["train_loss"] != other["train_loss"]
-    assert first["test_loss"] != other["test_loss"]

@@ -45,6 +45,7 @@ from engage.runtime.options import RunOptions
 from engage.runtime.session import preflight, resolve_address
 from engage.runtime.stages import Logged, enter_ray, open_run, start_monitor
 from engage.spec import LoadedSpec
+from engage.spec.models import DeploySpec
 from engage.tracking.registry import GateDecision, Registration
 from engage.tracking.sinks import HealthSink, MetricSink
 
@@ -167,6 +168,12 @@ class Job(ABC, Generic[D, T]):
         (``export``, ``register``); default: no model."""
         return Logged()
 
+    def serve_after(self) -> DeploySpec | None:
+        """The deploy section :meth:`deploy` will serve with, or None when the kind does not
+        serve. Without ``--address`` the job then trains on engage's managed serving head,
+        so training and serving share one Ray cluster; default: None."""
+        return None
+
     def deploy(self, ctx: JobContext[D], registration: Registration) -> Deployment | None:
         """Serve the registered model after the run ended (timed as stage ``deploy``
         inside the hook); default: no deployment."""
@@ -197,8 +204,16 @@ class Job(ABC, Generic[D, T]):
             ctx.sinks = JobSinks(MetricSink(ctx.run), HealthSink(ctx.run, bus.send), self.observer)
             ctx.wire()
             ctx.reporter = Reporter(bus, self.labels)
-            logged, metrics = self._tracked(ctx)
-            return self._conclude(ctx, logged, metrics)
+            try:
+                logged, metrics = self._tracked(ctx)
+                result = self._conclude(ctx, logged, metrics)
+            except BaseException:
+                if ctx.session is not None:  # a serving head started for nothing
+                    ctx.session.release_head()
+                raise
+            if result.deployment is None and ctx.session is not None:
+                ctx.session.release_head()
+            return result
 
     def _tracked(self, ctx: JobContext[D]) -> tuple[Logged, dict[str, float]]:
         """Every stage the run records, ended FINISHED, FAILED or KILLED."""
@@ -221,7 +236,7 @@ class Job(ABC, Generic[D, T]):
         """Enter Ray, start the monitor, wire its sinks, train and evaluate, leave Ray."""
         address = self.options.address
         with ctx.stage("ray", "starting Ray" if not address else f"joining {address}"):
-            ctx.session = enter_ray(self.options)
+            ctx.session = enter_ray(self.options, self.serve_after())
         try:
             # The monitor starts once Ray is up: the drainer has had Ray's start-up to create
             # the MLflow run, so the job's series, discovery file, events and alerts carry the

@@ -20,6 +20,7 @@ from engage.runtime.kinds import JOB_KINDS, run_job
 from engage.runtime.options import RunOptions
 from engage.runtime.session import resolve_address
 from engage.spec import LoadedSpec
+from engage.spec.models import DeploySpec
 from engage.tracking.registry import Registration
 
 if TYPE_CHECKING:  # torch loads with the trainer: only the train stage imports it
@@ -85,6 +86,11 @@ class PipelineJob(Job[PreparedData, "TrainOutcome"]):
                 stages.export_model(self.loaded, ctx.data, ctx.run, self._model)
         with ctx.stage("register"):
             return stages.log_and_register(self.loaded, ctx.data, ctx.run, self._model, metrics)
+
+    def serve_after(self) -> DeploySpec | None:
+        """The spec's deploy section when ``deploy.after_training`` is set, else None."""
+        deploy_spec = self.loaded.spec.deploy
+        return deploy_spec if deploy_spec.after_training else None
 
     def deploy(
         self, ctx: JobContext[PreparedData], registration: Registration

@@ -10,10 +10,12 @@ Each takes the typed :class:`~engage.runtime.options.RunOptions`.
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -24,6 +26,7 @@ from engage.events import Event, FanOut, Reporter
 from engage.runtime.options import RunOptions
 from engage.runtime.session import SessionInfo, ray_session, resolve_address
 from engage.spec import LoadedSpec
+from engage.spec.models import DeploySpec
 from engage.tracking import Drainer, GateDecision, PipelineRun, Spool, decide
 from engage.tracking.store import resolve_tracking_uri
 from engage.train.builders import ModelShape
@@ -155,34 +158,93 @@ def start_monitor(
 
 @dataclass
 class RaySession:
-    """The Ray session a job holds between :func:`enter_ray` and :meth:`close`."""
+    """The Ray session a job holds between :func:`enter_ray` and :meth:`close`.
+
+    ``serving_home`` is set when the job started engage's managed serving head to train on
+    (see :func:`enter_ray`): the deploy that follows serves on it, and a job that ends
+    without serving stops it with :meth:`release_head`.
+    """
 
     info: SessionInfo
     _stack: ExitStack
+    serving_home: Path | None = None
 
     def close(self) -> None:
         """Leave the session (shuts down an embedded cluster this job started)."""
         self._stack.close()
 
+    def release_head(self) -> None:
+        """Stop the serving head this job started, when nothing will be served on it."""
+        if self.serving_home is not None:
+            from engage.serve.cluster import stop_managed
 
-def enter_ray(options: RunOptions) -> RaySession:
-    """Join the cluster of ``options`` or start an embedded one; close the result to leave.
+            stop_managed(self.serving_home)
+            self.serving_home = None
+
+
+def enter_ray(options: RunOptions, serve_after: DeploySpec | None = None) -> RaySession:
+    """Join the cluster of ``options`` or start one; close the result to leave.
+
+    Without an address, a job that serves its model afterwards (``serve_after``) trains on
+    engage's managed serving head (:func:`engage.serve.cluster.ensure_cluster`, reused when
+    alive), so training and serving share one Ray cluster: one start-up, and the deploy
+    finds its cluster ready. Any other job starts an embedded cluster that ends with it.
 
     Raises
     ------
     ClusterError
-        The cluster cannot be reached or refuses the connection.
+        The cluster cannot be reached, refuses the connection, or does not start.
     """
     stack = ExitStack()
     address = resolve_address(options.address)
+    serving_home = None
+    if address is None and serve_after is not None and not _joined():
+        address, serving_home = _join_serving_head(options, serve_after, stack)
     info = stack.enter_context(
         ray_session(address, num_cpus=options.num_cpus, verbose=options.verbose)
     )
-    return RaySession(info, stack)
+    return RaySession(info, stack, serving_home)
+
+
+def _joined() -> bool:
+    """True when this process already holds a Ray session (tests and notebooks share one).
+
+    Ray is not imported here: it reads its auth settings when first imported, and a driver
+    joining the serving head must set them first (:func:`engage.serve.cluster.connect`).
+    """
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
+def _join_serving_head(
+    options: RunOptions, deploy: DeploySpec, stack: ExitStack
+) -> tuple[str, Path | None]:
+    """Start (or reuse) the managed serving head and connect this driver to it.
+
+    Returns the head's address and, when this call started the head, the home to stop it
+    by; leaving the session disconnects the driver and leaves the head running.
+    """
+    from engage.serve.cluster import connect, ensure_cluster
+
+    cluster, started = ensure_cluster(
+        options.home, options.num_cpus, secret_vars=(deploy.token_env,)
+    )
+    try:
+        connect(cluster.address, options.home, cluster.env())
+    except BaseException:
+        if started:
+            from engage.serve.cluster import stop_managed
+
+            stop_managed(options.home)
+        raise
+    import ray
+
+    stack.callback(ray.shutdown)
+    return cluster.address, options.home if started else None
 
 
 def _shape(data: PreparedData) -> ModelShape:
-    _, window, features = data.train.x.shape
+    _, window, features = data.model_inputs("train").shape  # after data.preprocess
     outputs = len(data.classes) if data.classes else 1
     return ModelShape(window, features, outputs)
 
@@ -213,9 +275,9 @@ def train(
     spec = loaded.spec
     hub = start_hub()
     arrays = {
-        "train_x": data.train.x,
+        "train_x": data.model_inputs("train"),
         "train_y": data.train.y,
-        "val_x": data.val.x,
+        "val_x": data.model_inputs("val"),
         "val_y": data.val.y,
     }
     job = TrainJob(
@@ -246,7 +308,7 @@ def evaluate(
     core = build_model(job)
     core.load_state_dict(outcome.state["model"])
     core.eval()
-    x, y = torch.from_numpy(data.test.x), torch.from_numpy(data.test.y)
+    x, y = torch.from_numpy(data.model_inputs("test")), torch.from_numpy(data.test.y)
     n_classes = _shape(data).outputs
     metrics = finalize(
         accumulate(core, x, y, spec.data.task, n_classes, 1024), spec.data.task, "test"
@@ -260,7 +322,9 @@ def evaluate(
         std = torch.ones(data.train.x.shape[2])
     else:
         mean, std = torch.from_numpy(norm.mean), torch.from_numpy(norm.std)
-    model = Standardized(core, mean, std).eval()
+    # Serving takes raw windows: standardise, then the fitted preprocessing, then the net.
+    servable = core if data.preprocess is None else data.preprocess.wrap(core)
+    model = Standardized(servable, mean, std).eval()
     final = {**outcome.state.get("metrics", {}), **metrics}
     registration = spec.tracking.registration
     gate = registration.gate if registration else None

@@ -22,6 +22,7 @@ from typing import Any
 
 from engage.errors import ClusterError, EngageError
 from engage.serve.auth import Listener
+from engage.serve.proxy_wait import until_proxies_ready
 from engage.spec.models import DeploySpec
 
 _ACK_TIMEOUT_S = 180.0  # every replica loads the new version (download + load) meanwhile
@@ -103,7 +104,7 @@ def deploy(options: DeployOptions) -> DeployResult:
     from ray import serve
 
     logging.getLogger("ray.serve").setLevel(logging.WARNING)  # per-call "connecting" chatter
-    serve.start(http_options={"host": spec.host, "port": spec.port})
+    until_proxies_ready(lambda: serve.start(http_options={"host": spec.host, "port": spec.port}))
     # Serve keeps the listener of its first start: auth is decided by it, not by the spec.
     listener = serve_listener()
     digest = auth.listener_digest(listener, spec.host, spec.token_env)
@@ -239,8 +240,13 @@ def _run(bound, name: str, route_prefix: str | None) -> None:
     from ray import serve
 
     try:
-        serve.run(
-            bound, name=name, route_prefix=route_prefix, logging_config={"enable_access_log": False}
+        until_proxies_ready(
+            lambda: serve.run(
+                bound,
+                name=name,
+                route_prefix=route_prefix,
+                logging_config={"enable_access_log": False},
+            )
         )
     except RuntimeError as exc:
         first = str(exc).strip().splitlines()[0][:300]
