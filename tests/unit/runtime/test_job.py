@@ -6,6 +6,7 @@ these tests check the skeleton alone, as a new job kind would meet it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -77,7 +78,7 @@ class Recorder:
 def world(monkeypatch: pytest.MonkeyPatch, tmp_path) -> SimpleNamespace:
     """Fakes for the spool, drainer, run, Ray session and monitor the template opens."""
     log: list[str] = []
-    w = SimpleNamespace(log=log, run=FakeRun(), closed=[], bus=None)
+    w = SimpleNamespace(log=log, run=FakeRun(), closed=[], released=[], serve_after=[], bus=None)
     w.monitor, w.store = Recorder("monitor", log), Recorder("store", log)
 
     @contextmanager
@@ -87,10 +88,15 @@ def world(monkeypatch: pytest.MonkeyPatch, tmp_path) -> SimpleNamespace:
         drainer = SimpleNamespace(flush=lambda local_id, timeout_s: log.append("drained"))
         yield spool, drainer, w.bus
 
-    def enter_ray(options: RunOptions) -> Any:
+    def enter_ray(options: RunOptions, serve_after: Any = None) -> Any:
         log.append("ray")
+        w.serve_after.append(serve_after)
         info = SimpleNamespace(resources={"CPU": 2.0})
-        return SimpleNamespace(info=info, close=lambda: w.closed.append(True))
+        return SimpleNamespace(
+            info=info,
+            close=lambda: w.closed.append(True),
+            release_head=lambda: w.released.append(True),
+        )
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setattr(job_module, "job_tracking", tracking)
@@ -142,8 +148,13 @@ class DemoJob(Job[Any, str]):
         self._step("register")
         return Logged(model_seq=3, register_seq=4)
 
+    def serve_after(self) -> Any:
+        return "deploy-section"
+
     def deploy(self, ctx: JobContext[Any], registration: Any) -> Any:
         self._step("deploy")
+        if self.fail == "serve":
+            return None
         with ctx.stage("deploy"):
             return "deployed"
 
@@ -214,6 +225,24 @@ def test_an_interrupt_ends_the_run_killed(world) -> None:
     assert world.run.status == "KILLED"
     assert world.closed == [True]
     assert world.log[-1] == "store finished KILLED"
+    assert world.released == [True]  # a serving head started for this job is stopped
+
+
+def test_a_serving_kind_enters_ray_with_its_deploy_section_and_keeps_the_head(world) -> None:
+    DemoJob(world.loaded, world.options, None).run()
+
+    assert world.serve_after == ["deploy-section"]  # train where it will serve
+    assert world.released == []  # the deployment serves on it
+
+
+@pytest.mark.parametrize("fail", ["train", "register", "serve"])
+def test_a_job_that_serves_nothing_releases_the_serving_head(world, fail: str) -> None:
+    job = DemoJob(world.loaded, world.options, None, fail=fail)
+
+    with contextlib.suppress(RuntimeError):
+        job.run()
+
+    assert world.released == [True]
 
 
 def test_bad_data_creates_no_run(world) -> None:
