@@ -156,7 +156,7 @@ def freshness_ray(home: Path, n: int, step_s: float) -> list[float]:
             ref = worker.remote(hub, n, step_s)
             while not ray.wait([ref], timeout=_POLL_S)[0]:
                 pump.poll()
-            pump.poll()
+            pump.finish()
             time.sleep(0.5)
         sink.stop()
         return latencies(ray.get(ref), poller.seen)

@@ -116,9 +116,7 @@ def role_ray(home: Path, ack: str, period_s: float, calls: int | None) -> None:
     while not stop:
         pump.poll()
         time.sleep(0.25)  # the trainer's poll interval (engage.train.trainer._POLL_S)
-    for _ in range(8):  # what reached the hub before the worker died, then stop
-        pump.poll()
-        time.sleep(0.25)
+    pump.finish(timeout_s=5.0)  # what reached the hub before the worker died, then stop
     os._exit(0)  # no Ray shutdown: seconds, and nothing left to save
 
 

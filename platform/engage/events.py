@@ -327,17 +327,35 @@ def start_hub() -> Any:
 
 
 class EventPump:
-    """Drains the hub on the driver and hands each batch to the fan-out."""
+    """Drains the hub on the driver and hands each batch to the fan-out, never dropping one.
+
+    One drain call is in flight at a time and is collected only once it is ready: on a
+    loaded machine the hub's process can take longer to start or answer than any fixed
+    time-out, and a drain given up on would lose the events it returns.
+    """
 
     def __init__(self, hub: Any, fanout: FanOut) -> None:
         self._hub = hub
         self._fanout = fanout
+        self._ref: Any = None
 
-    def poll(self, timeout_s: float = 10.0) -> int:
-        """Drain the hub once and fan the events out; returns how many there were."""
+    def poll(self, wait_s: float = 0.0) -> bool:
+        """Hand on the events of a finished drain and start the next; True if one finished."""
         import ray
 
-        events = ray.get(self._hub.drain.remote(), timeout=timeout_s)
+        if self._ref is None:
+            self._ref = self._hub.drain.remote()
+        ready, _ = ray.wait([self._ref], timeout=wait_s)
+        if not ready:
+            return False
+        events, self._ref = ray.get(self._ref), None
         if events:
             self._fanout.send(events)
-        return len(events)
+        return True
+
+    def finish(self, timeout_s: float = 60.0) -> None:
+        """Collect what the workers reported last: the drain in flight, then one that sees
+        every push made before it (each waited for up to ``timeout_s``)."""
+        for _ in range(2):
+            if not self.poll(timeout_s):
+                return

@@ -84,6 +84,7 @@ ALL_RULES = (
     "EngageDriftDetected",
     "EngagePredictionShift",
     "EngageDriftCheckFailed",
+    "EngageTrainingRestarted",
 )
 
 
@@ -294,6 +295,21 @@ SCENARIOS: tuple[Scenario, ...] = (
             Expect(_m(6), "EngageDriftDetected", ((_run("serve-q"), 1.0),)),
             Expect(_m(2), "EngageDriftCheckFailed", ((_run("serve-r"), 1.0),)),
             Expect(_m(3), "EngageDriftCheckFailed"),
+        ),
+    ),
+    Scenario(
+        "a training restart fires and stays while the run lasts; a run never restarted is quiet",
+        (
+            _training("flaky", 8),
+            _s("engage_restarts_total", "flaky", [None, None, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0]),
+            _training("solid", 8),
+            _s("engage_last_step_timestamp_seconds", "solid", [_m(i) for i in range(8)]),
+        ),
+        (
+            Expect(_m(1), "EngageTrainingRestarted"),
+            Expect(_m(2), "EngageTrainingRestarted"),  # pending for 15 s
+            Expect(_m(3), "EngageTrainingRestarted", ((_run("flaky"), 1.0),)),
+            Expect(_m(6), "EngageTrainingRestarted", ((_run("flaky"), 2.0),)),
         ),
     ),
 )

@@ -49,6 +49,7 @@ FL_METRIC_DROP = 0.05  # the global model's val_accuracy this far below its rece
 FL_METRIC_WINDOW_S = 600.0  # ...over this window
 DRIFT_DETECTED = 1.0  # engage_drift_detected of a detector whose latest check found drift
 DRIFT_FAILED_DETECTORS = 1.0  # detectors without a verdict (NaN) at which checks "failed"
+TRAINING_RESTARTS = 1.0  # worker group restarts (within train.max_failures) of one run
 # The label-free performance proxy reports through the drift gauges under this detector
 # label; it has its own alert (EngagePredictionShift), so EngageDriftDetected leaves it out.
 PREDICTION_SHIFT_DETECTOR = "prediction_shift"
@@ -206,6 +207,11 @@ def _drift_check_failed(view: SeriesBuffer, now: float) -> Vector:
     detected = view.instant("engage_drift_detected", now)
     failed = count_by({k: v for k, v in detected.items() if math.isnan(v)})
     return {k: n for k, n in failed.items() if n >= DRIFT_FAILED_DETECTORS}
+
+
+def _restarted(view: SeriesBuffer, now: float) -> Vector:
+    restarts = max_by(view.instant("engage_restarts_total", now))
+    return {k: v for k, v in restarts.items() if v >= TRAINING_RESTARTS}
 
 
 def _duration(seconds: float) -> str:
@@ -462,6 +468,26 @@ RULES: tuple[AlertRule, ...] = (
         check=_drift_check_failed,
         series=("engage_drift_detected",),
         params={"detectors": DRIFT_FAILED_DETECTORS},
+    ),
+    AlertRule(
+        name="EngageTrainingRestarted",
+        severity="warning",
+        summary=(
+            'Training workers restarted {{ $value | printf "%.0f" }} time(s) from a checkpoint '
+            "in " + _RUN
+        ),
+        description=(
+            "A training worker process or its node died and Ray Train restarted every worker "
+            "from the last valid checkpoint; the epochs since that checkpoint were trained "
+            "again (MLflow keeps one value per epoch). The job fails once it has used up "
+            "train.max_failures. Read the worker logs and the node's memory for the cause; "
+            "the run's engage.restart tags say where each restart resumed."
+        ),
+        expr=f"max by (job, run_id) (engage_restarts_total) >= {TRAINING_RESTARTS:g}",
+        for_seconds=15.0,
+        check=_restarted,
+        series=("engage_restarts_total",),
+        params={"restarts": TRAINING_RESTARTS},
     ),
 )
 _BY_NAME = {rule.name: rule for rule in RULES}

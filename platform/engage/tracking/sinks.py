@@ -4,6 +4,13 @@ Every job kind (the centralised pipeline, the federated job, any later kind) han
 events to the same two sinks, so what reaches the MLflow run through the spool is decided
 in one place: :class:`MetricSink` spools the run's own metric series, :class:`HealthSink`
 turns non-finite metrics and alerts into run tags and training-health events.
+
+A training job restarted after a worker failure replays the epoch it was in (and any after
+its last valid checkpoint). MLflow only appends, so :class:`MetricSink` keeps each series'
+history at one value per step: a point whose step is not above the last step already
+spooled for its series is a replay and is dropped. The first value of a step stands; the
+replay computes the same value, as it resumes from the checkpoint's model, optimiser and
+RNG states and the same data position.
 """
 
 from __future__ import annotations
@@ -48,10 +55,24 @@ class MetricSink:
 
     def __init__(self, run: MetricRun) -> None:
         self._run = run
+        self._last_step: dict[tuple[str, frozenset], int] = {}
+        self.replayed = 0  # points dropped as replays of a step already spooled
 
     def emit(self, events: Sequence[Event]) -> None:
-        """Spool the events that belong to the run itself."""
-        self._run.log_metric_events([e for e in events if self.keeps(e)])
+        """Spool the events that belong to the run itself, each step of a series once."""
+        self._run.log_metric_events([e for e in events if self.keeps(e) and self._first(e)])
+
+    def _first(self, event: Event) -> bool:
+        """False for a metric point replaying a step its series already has (see module doc)."""
+        if event.kind != "metric" or event.step is None:
+            return True
+        series = (event.name, frozenset(event.labels.items()))
+        last = self._last_step.get(series)
+        if last is not None and event.step <= last:
+            self.replayed += 1
+            return False
+        self._last_step[series] = event.step
+        return True
 
     @staticmethod
     def keeps(event: Event) -> bool:
@@ -61,8 +82,9 @@ class MetricSink:
 
 
 class HealthSink:
-    """Raises non-finite metrics as training-health events, and marks them and alerts on
-    the run as tags (so both reach MLflow through the spool).
+    """Raises non-finite metrics as training-health events, and marks them, alerts,
+    training restarts and skipped checkpoints on the run as tags (so all reach MLflow
+    through the spool).
 
     Parameters
     ----------
@@ -90,6 +112,18 @@ class HealthSink:
                 self.warnings.append(message)
                 self._run.set_tags({f"engage.health.{e.name}": message})
                 self._publish([Event("lifecycle", "training_health", data={"message": message})])
+            elif e.kind == "lifecycle" and e.name == "restart":
+                restarts = int(e.data.get("attempt", 2)) - 1
+                self._run.set_tags(
+                    {
+                        "engage.restarts": str(restarts),
+                        f"engage.restart.{restarts}": f"resumed at epoch {e.data.get('epoch')}",
+                    }
+                )
+            elif e.kind == "lifecycle" and e.name == "checkpoint_skipped":
+                self._run.set_tags(
+                    {f"engage.checkpoint_skipped.{e.data['checkpoint']}": e.data["reason"]}
+                )
             elif e.kind == "lifecycle" and e.name == "alert":
                 state = e.data.get("state", "firing")
                 self._run.set_tags(

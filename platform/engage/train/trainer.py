@@ -1,7 +1,13 @@
-"""Driver side of training: start the TorchTrainer, pump events while it runs."""
+"""Driver side of training: start the TorchTrainer, pump events while it runs.
+
+Ray Train recovers from up to ``train.max_failures`` worker failures (its
+``FailureConfig``) by restarting every worker from the last checkpoint; the final
+checkpoint is read back through the verified loader (:mod:`engage.train.checkpoint`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -11,7 +17,8 @@ from typing import Any
 
 from engage.errors import ClusterError, EngageError, TrainingError
 from engage.events import EventPump
-from engage.train.loop import CHECKPOINT_FILE, TrainJob, train_loop_per_worker
+from engage.train.checkpoint import CheckpointError, load_checkpoint
+from engage.train.loop import TrainJob, train_loop_per_worker
 
 _POLL_S = 0.25
 
@@ -108,12 +115,13 @@ def fit(
         The first engage error a worker raised (for example a :class:`TrainingError` for
         a loss that became NaN), unwrapped from Ray's error.
     TrainingError
-        If training failed otherwise or ended without a checkpoint.
+        If training failed otherwise (more worker failures than ``train.max_failures``),
+        ended without a checkpoint, or its final checkpoint does not verify.
     """
-    import torch
-    from ray.train import CheckpointConfig, RunConfig
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
+    job = dataclasses.replace(job, checkpoint_root=str(Path(storage) / name))
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config={"job": job},
@@ -123,6 +131,7 @@ def fit(
             name=name,
             storage_path=str(storage),
             checkpoint_config=CheckpointConfig(num_to_keep=job.train.checkpoints_to_keep),
+            failure_config=FailureConfig(max_failures=job.train.max_failures),
         ),
     )
     box: dict[str, Any] = {}
@@ -140,13 +149,19 @@ def fit(
         thread.join(_POLL_S)
         pump.poll()
         on_tick()
-    pump.poll()
+    pump.finish()
     if "error" in box:
         err = box["error"]
         raise _unwrap(err) or TrainingError(f"training failed: {err}") from err
     checkpoint = box["result"].checkpoint
     if checkpoint is None:
         raise TrainingError("training finished without a checkpoint")
-    with checkpoint.as_directory() as d:
-        state = torch.load(Path(d) / CHECKPOINT_FILE, weights_only=False)
+    try:
+        with checkpoint.as_directory() as d:
+            state = load_checkpoint(Path(d))
+    except CheckpointError as exc:
+        raise TrainingError(
+            f"the final checkpoint {checkpoint.path} does not verify: {exc.message}",
+            hint="the storage under .engage/ray_results may be damaged; run the job again",
+        ) from None
     return TrainOutcome(checkpoint.path, state, time.perf_counter() - started)
