@@ -30,6 +30,8 @@ def test_pipeline_runs_on_both_nodes_of_a_loopback_cluster(
         "deploy.after_training=false",
         "--set",
         "export.formats=[]",  # the export stage runs in the driver, not on the cluster
+        "--set",
+        "train.comm.compression=fp16",  # gradients cross the two nodes fp16-compressed
         env=cluster.env,
     )
 
@@ -47,6 +49,10 @@ def test_pipeline_runs_on_both_nodes_of_a_loopback_cluster(
     history = client.get_metric_history(run_id, "val_accuracy")
     assert sorted(m.step for m in history) == [1, 2]
     assert "test_accuracy" in run.data.metrics
+    # The compression hook ran on the DDP model, timed through the one report path.
+    assert run.data.params["train.comm.compression"] == "fp16"
+    assert run.data.metrics["allreduce_seconds"] > 0
+    assert run.data.metrics["allreduce_buckets"] >= 1
     candidate = client.get_model_version_by_alias("smart-home-occupancy", "candidate")
     assert (str(candidate.version), candidate.run_id) == (version, run_id)
 
