@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from engage.data.sources import SYNTHETIC_NAME, describe_origin
+from engage.data.sources import GENERATED, SIMULATION_NAME, SYNTHETIC_NAME, describe_origin
 from engage.spec.models import DataSpec
 
 
@@ -89,8 +89,8 @@ def fingerprint(frame: pd.DataFrame, spec: DataSpec, base_dir: Path) -> DatasetF
         Name, source, digest, row count, schema and generator parameters.
     """
     source = spec.source
-    if source.type == "synthetic":
-        name = SYNTHETIC_NAME
+    if source.type in GENERATED:
+        name = SYNTHETIC_NAME if source.type == "synthetic" else SIMULATION_NAME
         params = source.model_dump(exclude={"type"})
     else:
         name = Path(source.path).stem

@@ -43,7 +43,7 @@ def _prepare_error(frame: pd.DataFrame, folder: Path, kind: str, **spec) -> str:
 
 
 def test_registry_holds_every_spec_source_type() -> None:
-    assert set(SOURCES) == {"synthetic", "csv", "parquet"}
+    assert set(SOURCES) == {"synthetic", "simulation", "csv", "parquet"}
     for name, cls in SOURCES.items():
         assert issubclass(cls, DataSource)
         assert cls.name == name
@@ -55,7 +55,7 @@ def test_unknown_source_lists_the_valid_ones() -> None:
         get_source("sql")
 
     assert "'sql'" in str(caught.value)
-    assert "csv, parquet, synthetic" in str(caught.value)
+    assert "csv, parquet, simulation, synthetic" in str(caught.value)
 
 
 def test_a_second_source_under_a_taken_name_is_refused() -> None:
@@ -93,7 +93,7 @@ def test_a_new_source_is_one_class_and_one_decorator(monkeypatch: pytest.MonkeyP
     frame = get_source("constant").load(synthetic_spec(), Path("."))
 
     assert frame["x"].tolist() == [1.0, 1.0, 1.0]
-    assert registry.names() == ["constant", "csv", "parquet", "synthetic"]
+    assert registry.names() == ["constant", "csv", "parquet", "simulation", "synthetic"]
     assert "constant" not in SOURCES
 
 
