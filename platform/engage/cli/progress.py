@@ -55,6 +55,7 @@ class RunDisplay:
         )
         self._stage_task = self.progress.add_task("starting", total=None, metrics="")
         self._epoch_task: Any = None
+        self._trial_task: Any = None  # a tuning job's trials bar, from its first trial tick
 
     def __enter__(self) -> RunDisplay:
         if self.live:
@@ -82,6 +83,8 @@ class RunDisplay:
                 self.progress.update(self._epoch_task, completed=done)
             elif event.kind == "progress" and event.name == "epoch":
                 self._epoch(event.data)
+            elif event.kind == "progress" and event.name == "trial":
+                self._trial(event.data)
             elif event.kind == "lifecycle" and event.name == "alert":
                 self._alert(event.data)
             elif event.kind == "lifecycle" and "message" in event.data:
@@ -98,6 +101,14 @@ class RunDisplay:
             f"{escape(str(d.get('summary', '')))}",
             markup=True,
         )
+
+    def _trial(self, d: dict[str, Any]) -> None:
+        """Advance the trials bar of a tuning job (each end prints its own line too)."""
+        best = d.get("best")
+        text = f"best {d.get('metric', '')} {best:.4f}" if best is not None else ""
+        if self._trial_task is None:
+            self._trial_task = self.progress.add_task("trials", total=d["total"], metrics="")
+        self.progress.update(self._trial_task, completed=d["done"], metrics=text)
 
     def _epoch(self, d: dict[str, Any]) -> None:
         text = (

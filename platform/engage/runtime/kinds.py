@@ -35,10 +35,16 @@ JOB_KINDS: Registry[type[Job]] = Registry("job kind", EngageError)
 KIND_MODULES: dict[str, str] = {
     "pipeline": "engage.runtime.pipeline",
     "federated": "engage.federated.job",
+    "tuning": "engage.train.tuning.job",
+    "adaptive": "engage.train.adaptive.job",
 }
 
 #: ``(spec section, kind)``: the first section a spec sets picks the kind.
-SECTION_KINDS: tuple[tuple[str, str], ...] = (("federated", "federated"),)
+SECTION_KINDS: tuple[tuple[str, str], ...] = (
+    ("federated", "federated"),
+    ("tune", "tuning"),
+    ("adaptive", "adaptive"),
+)
 
 DEFAULT_KIND = "pipeline"
 

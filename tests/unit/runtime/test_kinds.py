@@ -29,11 +29,12 @@ def test_every_listed_kind_loads_as_a_job_subclass_of_that_name(kind: str) -> No
 
 def test_an_unknown_kind_lists_the_known_ones() -> None:
     with pytest.raises(EngageError) as caught:
-        job_class("tuning")
+        job_class("no-such-kind")
 
-    assert "unknown job kind 'tuning'" in caught.value.message
+    assert "unknown job kind 'no-such-kind'" in caught.value.message
     assert "federated" in caught.value.hint
     assert "pipeline" in caught.value.hint
+    assert "tuning" in caught.value.hint
 
 
 def test_runtime_does_not_import_federated_until_a_federated_spec_asks() -> None:

@@ -1,0 +1,151 @@
+"""From points of the scenario space to training windows: simulate, fill gaps, window.
+
+Each unit point becomes a :class:`~engage.data.simulator.Scenario`
+(``Scenario.from_unit``), is simulated with its own seed, and is cut into windows of the
+spec's features (``window`` rows, a new one every ``stride`` rows, labelled ``horizon``
+rows after the last) per household. A faulty sensor's lost readings (NaN) are carried
+forward within the household, then backward, then set to 0: the model sees what a
+gateway holding the last value would give it. Windows remember which point they came
+from (``groups``), so an acquisition can score each candidate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from numpy.lib.stride_tricks import sliding_window_view
+
+from engage.data.fingerprint import table_digest
+from engage.data.simulator import Scenario, simulate
+from engage.spec.models import DataSpec
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Windows of simulated scenarios.
+
+    Attributes
+    ----------
+    x:
+        float32, shape ``(n, window, features)``, in sensor units (not standardised).
+    y:
+        Class index (int64) or target value (float32), shape ``(n,)``.
+    groups:
+        Shape ``(n,)``: the index of the unit point each window came from.
+    rows:
+        Sensor rows simulated (households x days x 1440 per point).
+    digest:
+        sha256 of the simulated tables, in point order (the round's data fingerprint).
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    groups: np.ndarray
+    rows: int
+    digest: str
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+def merge(parts: list[Windows]) -> Windows:
+    """Several batches of windows as one (groups renumbered to stay distinct)."""
+    offsets = np.cumsum([0, *(int(p.groups.max()) + 1 if len(p) else 0 for p in parts)])
+    return Windows(
+        np.concatenate([p.x for p in parts]),
+        np.concatenate([p.y for p in parts]),
+        np.concatenate([p.groups + o for p, o in zip(parts, offsets, strict=False)]),
+        sum(p.rows for p in parts),
+        ",".join(p.digest for p in parts),
+    )
+
+
+def simulate_frames(
+    points: np.ndarray, *, households: int, days: int, seeds: np.ndarray
+) -> list[pd.DataFrame]:
+    """One simulated table per unit point of ``points`` (shape ``(n, d)``), each with its seed."""
+    return [
+        simulate(Scenario.from_unit(point), households=households, days=days, seed=int(seed))
+        for point, seed in zip(points, seeds, strict=True)
+    ]
+
+
+def windows_of(frames: list[pd.DataFrame], data: DataSpec, classes: tuple | None) -> Windows:
+    """The windows of simulated tables, each table its own group.
+
+    Raises
+    ------
+    DataError
+        A label outside ``classes``.
+    """
+    xs, ys, groups = [], [], []
+    for i, frame in enumerate(frames):
+        x, y = _windows(frame, data)
+        xs.append(x)
+        ys.append(y)
+        groups.append(np.full(len(y), i, dtype=np.int64))
+    return Windows(
+        np.concatenate(xs).astype(np.float32),
+        encode(np.concatenate(ys), classes),
+        np.concatenate(groups),
+        sum(len(f) for f in frames),
+        table_digest(pd.concat(frames, ignore_index=True)),
+    )
+
+
+def simulate_windows(
+    points: np.ndarray,
+    data: DataSpec,
+    *,
+    households: int,
+    days: int,
+    seeds: np.ndarray,
+    classes: tuple | None,
+) -> Windows:
+    """Simulate every unit point of ``points`` and window the result (one group per point).
+
+    Raises
+    ------
+    DataError
+        A label outside ``classes``.
+    """
+    frames = simulate_frames(points, households=households, days=days, seeds=seeds)
+    return windows_of(frames, data, classes)
+
+
+def encode(y: np.ndarray, classes: tuple | None) -> np.ndarray:
+    """Class indices over ``classes`` (classification) or float32 values (regression).
+
+    Raises
+    ------
+    DataError
+        A label that is not one of ``classes``.
+    """
+    if classes is None:
+        return y.astype(np.float32)
+    from engage.errors import DataError
+
+    known = np.asarray(classes)
+    index = np.searchsorted(known, y)
+    index = np.clip(index, 0, len(known) - 1)
+    if not np.array_equal(known[index], y):
+        raise DataError(
+            f"simulated labels {sorted(set(y.tolist()) - set(classes))} are not in {classes}"
+        )
+    return index.astype(np.int64)
+
+
+def _windows(frame: pd.DataFrame, data: DataSpec) -> tuple[np.ndarray, np.ndarray]:
+    """All windows of one simulated table, per household, gaps filled."""
+    reach = data.window - 1 + data.horizon
+    xs, ys = [], []
+    for _, rows in frame.groupby("household", sort=False):
+        values = rows[list(data.features)].ffill().bfill().fillna(0.0).to_numpy(np.float32)
+        target = rows[data.target].to_numpy()
+        starts = np.arange(0, len(rows) - reach, data.stride)
+        view = sliding_window_view(values, data.window, axis=0)  # (rows-w+1, features, w)
+        xs.append(view[starts].transpose(0, 2, 1))
+        ys.append(target[starts + reach])
+    return np.concatenate(xs), np.concatenate(ys)
