@@ -64,6 +64,14 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/drift_detection.py
 	$(BIN)/python benchmarks/federated_defences.py
 	$(BIN)/python benchmarks/tracking_overhead.py
+	$(BIN)/python benchmarks/input_pipeline.py
+	$(BIN)/python benchmarks/recovery.py
+	$(BIN)/python benchmarks/mixed_precision.py
+	$(BIN)/python benchmarks/scaling_plan.py
+	$(BIN)/python benchmarks/simulator_throughput.py
+	$(BIN)/python benchmarks/simulator_realdata.py
+	$(BIN)/python benchmarks/tuning_asha.py
+	$(BIN)/python benchmarks/adaptive_sampling.py
 
 ## Regenerate constraints.txt from the current .venv (after changing dependencies).
 constraints: $(STAMP)

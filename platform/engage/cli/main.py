@@ -20,6 +20,8 @@ from engage.cli.fl import fl_app
 from engage.cli.init import init
 from engage.cli.models import app as models_app
 from engage.cli.monitor import monitor_app
+from engage.cli.plan import plan
+from engage.cli.profile import profile
 from engage.cli.quickstart import quickstart
 from engage.cli.run import run, validate
 from engage.cli.serve import deploy, serve_app
@@ -59,6 +61,8 @@ app.add_typer(serve_app, name="serve")
 app.add_typer(fl_app, name="fl")
 app.command("deploy")(deploy)
 app.command("export")(export)
+app.command("profile")(profile)
+app.command("plan")(plan)
 app.command("dashboard")(dashboard)
 app.command("version")(version)
 

@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from engage.data.checks import validate_frame
 from engage.data.fingerprint import DatasetFingerprint, fingerprint
+from engage.data.preprocess import (
+    FittedPreprocess,
+    apply_rows,
+    build_operators,
+    fit_preprocess,
+    resolve_device,
+)
 from engage.data.sources import describe_origin, load_frame
 from engage.data.windowing import Normalization, Split, make_splits
 from engage.spec.models import DataSpec
+
+if TYPE_CHECKING:
+    import torch
+
+    from engage.data.preprocess import Operator
 
 
 @dataclass(frozen=True)
@@ -39,6 +53,12 @@ class PreparedData:
         their original names, sorted by group then time.
     fingerprint : DatasetFingerprint
         Source, schema and content digest of ``frame``.
+    preprocess : FittedPreprocess or None
+        The window operators of ``spec.preprocess`` fitted on the train split; ``None``
+        without any. Serving applies them after the normalisation.
+    inputs : dict of str to numpy.ndarray, or None
+        The model inputs of each split (its windows after ``preprocess``, augmented for
+        train); ``None`` when there is no window operator (the inputs are ``split.x``).
     """
 
     train: Split
@@ -51,11 +71,23 @@ class PreparedData:
     normalization: Normalization | None
     frame: pd.DataFrame
     fingerprint: DatasetFingerprint
+    preprocess: FittedPreprocess | None = None
+    inputs: dict[str, np.ndarray] | None = None
 
     @property
     def n_classes(self) -> int | None:
         """Number of classes, or ``None`` for regression."""
         return None if self.classes is None else len(self.classes)
+
+    def model_inputs(self, split: str) -> np.ndarray:
+        """The windows the model is trained or scored on for ``split`` (train, val or test).
+
+        ``split.x`` (raw, standardised) unless window preprocessing is declared; then its
+        output, with augmentation on train only.
+        """
+        if self.inputs is None:
+            return getattr(self, split).x
+        return self.inputs[split]
 
 
 def prepare(spec: DataSpec, base_dir: Path) -> PreparedData:
@@ -78,10 +110,17 @@ def prepare(spec: DataSpec, base_dir: Path) -> PreparedData:
     ------
     DataError
         For any problem with the data, naming the column and row where there is one.
+    SpecError
+        For a preprocessing step with bad parameters (``data.preprocess[i]...``), or
+        ``preprocess_device: gpu`` on a machine without one.
     """
     base_dir = Path(base_dir)
+    ops = build_operators(spec.preprocess)  # before reading: a bad step fails fast
+    windowed = any(op.level == "window" for op in ops)
+    device = resolve_device(spec.preprocess_device) if windowed else None
     frame = validate_frame(load_frame(spec, base_dir), spec, describe_origin(spec, base_dir))
-    splits, classes, norm = make_splits(frame, spec)
+    splits, classes, norm = make_splits(apply_rows(frame, ops, spec), spec)
+    fitted, inputs = _preprocess(ops, splits, device) if windowed else (None, None)
     return PreparedData(
         **splits,
         features=tuple(spec.features),
@@ -91,4 +130,18 @@ def prepare(spec: DataSpec, base_dir: Path) -> PreparedData:
         normalization=norm,
         frame=frame,
         fingerprint=fingerprint(frame, spec, base_dir),
+        preprocess=fitted,
+        inputs=inputs,
     )
+
+
+def _preprocess(
+    ops: list[Operator], splits: dict, device: torch.device
+) -> tuple[FittedPreprocess, dict[str, np.ndarray]]:
+    """Fit the window operators on train, then transform every split on ``device``."""
+    fitted = fit_preprocess(ops, splits["train"].x, device)
+    inputs, notes = {}, list(fitted.notes)
+    for name, split in splits.items():
+        inputs[name], said = fitted.transform(split.x, train=name == "train", device=device)
+        notes += [n for n in said if n not in notes]
+    return replace(fitted, notes=tuple(notes)), inputs

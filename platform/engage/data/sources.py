@@ -12,12 +12,17 @@ from typing import ClassVar
 
 import pandas as pd
 
+from engage.data.shards import combine, expand
+from engage.data.simulator import ensure_shards, simulate
 from engage.data.synthetic import generate_smart_living
 from engage.errors import DataError
 from engage.registry import Registry
 from engage.spec.models import DataSpec
 
 SYNTHETIC_NAME = "synthetic-smart-living"
+SIMULATION_NAME = "simulated-smart-living"
+GENERATED = ("synthetic", "simulation")
+"""Source types that generate their table (keys ``timestamp`` and ``household``, no file)."""
 
 
 class DataSource(ABC):
@@ -91,7 +96,7 @@ def get_source(name: str) -> DataSource:
 
 def key_columns(spec: DataSpec) -> tuple[str, str | None]:
     """The timestamp column and the group column (``None`` for one series) of a spec's data."""
-    if spec.source.type == "synthetic":
+    if spec.source.type in GENERATED:
         return "timestamp", "household"
     return spec.source.timestamp, spec.source.group
 
@@ -104,21 +109,40 @@ def resolve_path(spec: DataSpec, base_dir: Path) -> Path:
 
 def describe_origin(spec: DataSpec, base_dir: Path) -> str:
     """How messages and fingerprints name where the data came from."""
-    if spec.source.type == "synthetic":
-        return "synthetic"
+    if spec.source.type in GENERATED:
+        return spec.source.type
     return str(resolve_path(spec, base_dir))
 
 
-def _existing_file(spec: DataSpec, base_dir: Path) -> Path:
+def _existing_files(spec: DataSpec, base_dir: Path, suffix: str) -> list[Path]:
+    """The shard files of a file source: its file, its folder's ``suffix`` files or its glob."""
     path = resolve_path(spec, base_dir)
-    if not path.is_file():
-        what = "is a folder, not a file" if path.is_dir() else "does not exist"
+    return expand(path, suffix, spec.source.path, Path(base_dir).resolve())
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, low_memory=False)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"data file {path} is empty", hint="write a header line") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
         raise DataError(
-            f"data file {path} {what}",
-            hint=f"check data.source.path ({spec.source.path!r}); relative paths are "
-            f"taken from {Path(base_dir).resolve()}",
-        )
-    return path
+            f"data file {path} is not readable as CSV: {exc}",
+            hint="save it as UTF-8 CSV with one header line and the same number of "
+            "fields on every line",
+        ) from None
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    try:
+        frame = pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several unrelated types for a bad file
+        raise DataError(
+            f"data file {path} is not readable as Parquet: {exc}",
+            hint="check that the file is a Parquet file and not truncated",
+        ) from None
+    # A frame saved with a named index (often the timestamp) keeps it as a column.
+    return frame.reset_index(drop=frame.index.names == [None])
 
 
 @register_source
@@ -137,56 +161,67 @@ class SyntheticSource(DataSource):
 
 
 @register_source
+class SimulationSource(DataSource):
+    """The parameterised simulator (see :func:`engage.data.simulator.simulate`)."""
+
+    name = "simulation"
+
+    def load(self, spec: DataSpec, base_dir: Path) -> pd.DataFrame:
+        """Simulate ``spec.source.scenario``; dropouts are filled forward unless told not to.
+
+        With ``shards`` set, the table is read from the shard folder (relative to
+        ``base_dir``), which is written first, in this process, unless it already holds
+        this simulation. A household's readings lost before its first one are filled backward.
+        """
+        s = spec.source
+        if s.shards is None:
+            frame = simulate(s.scenario, households=s.households, days=s.days, seed=s.seed,
+                             start=s.start)  # fmt: skip
+        else:
+            frame = pd.read_parquet(ensure_shards(s, Path(base_dir)))
+        if s.fill_dropouts and frame.isna().to_numpy().any():
+            floats = frame.select_dtypes("float").columns
+            grouped = frame.groupby("household", sort=False)[list(floats)]
+            frame[floats] = grouped.ffill().fillna(grouped.bfill())
+        return frame
+
+
+@register_source
 class CsvSource(DataSource):
-    """A CSV file with a header line; values are checked later, not coerced here."""
+    """CSV with a header line: a file, a folder of shards or a glob; values checked later."""
 
     name = "csv"
 
     def load(self, spec: DataSpec, base_dir: Path) -> pd.DataFrame:
-        """Read the CSV file at ``spec.source.path`` as it is, with pandas' type inference.
+        """Read the CSV shards at ``spec.source.path`` as they are, with pandas' type inference.
 
         Raises
         ------
         DataError
-            If the file is missing, a folder, empty, not UTF-8 or not well-formed CSV.
+            If the file is missing, a glob matches nothing, a folder holds no ``.csv``
+            file, or a shard is empty, not UTF-8, not well-formed CSV, or has other
+            columns than the first (naming the file and the column).
         """
-        path = _existing_file(spec, base_dir)
-        try:
-            return pd.read_csv(path, low_memory=False)
-        except pd.errors.EmptyDataError:
-            raise DataError(f"data file {path} is empty", hint="write a header line") from None
-        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-            raise DataError(
-                f"data file {path} is not readable as CSV: {exc}",
-                hint="save it as UTF-8 CSV with one header line and the same number of "
-                "fields on every line",
-            ) from None
+        return combine(_existing_files(spec, base_dir, ".csv"), _read_csv)
 
 
 @register_source
 class ParquetSource(DataSource):
-    """A Parquet file, read with pyarrow."""
+    """Parquet, read with pyarrow: a file, a folder of shards or a glob."""
 
     name = "parquet"
 
     def load(self, spec: DataSpec, base_dir: Path) -> pd.DataFrame:
-        """Read the Parquet file at ``spec.source.path``; a named index becomes a column again.
+        """Read the Parquet shards at ``spec.source.path``; a named index becomes a column.
 
         Raises
         ------
         DataError
-            If the file is missing, a folder or not readable as Parquet.
+            If the file is missing, a glob matches nothing, a folder holds no ``.parquet``
+            file, or a shard is not readable as Parquet or has other columns or column
+            types than the first (naming the file and the column).
         """
-        path = _existing_file(spec, base_dir)
-        try:
-            frame = pd.read_parquet(path)
-        except Exception as exc:  # pyarrow raises several unrelated types for a bad file
-            raise DataError(
-                f"data file {path} is not readable as Parquet: {exc}",
-                hint="check that the file is a Parquet file and not truncated",
-            ) from None
-        # A frame saved with a named index (often the timestamp) keeps it as a column.
-        return frame.reset_index(drop=frame.index.names == [None])
+        return combine(_existing_files(spec, base_dir, ".parquet"), _read_parquet, types=True)
 
 
 def load_frame(spec: DataSpec, base_dir: Path) -> pd.DataFrame:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from engage.data.preprocess.plan import preprocess_problems
 from engage.spec.explain import problems_from_validation, show
 from engage.spec.locate import Problem
 from engage.spec.models import PipelineSpec
@@ -32,7 +33,12 @@ def check_spec(spec: PipelineSpec) -> list[Problem]:
     list of Problem
         Problems with the model builder and its parameters, then with the gate.
     """
-    return [*check_model(spec), *check_gate(spec)]
+    return [
+        *check_model(spec),
+        *preprocess_problems(spec.data),
+        *check_gate(spec),
+        *check_precision(spec),
+    ]
 
 
 def check_model(spec: PipelineSpec) -> list[Problem]:
@@ -50,6 +56,23 @@ def check_model(spec: PipelineSpec) -> list[Problem]:
         return problems_from_validation(
             exc, spec.model.params, builder.params_model, prefix=("model", "params")
         )
+    return []
+
+
+def check_precision(spec: PipelineSpec) -> list[Problem]:
+    """``train.precision: fp16`` needs ``train.use_gpu: true``.
+
+    Refused rather than run in another precision: CPU autocast in fp16 is slow or missing
+    for many operators, and a silent fallback would record a precision the run did not use.
+    """
+    if spec.train.precision == "fp16" and not spec.train.use_gpu:
+        return [
+            Problem(
+                ("train", "precision"),
+                "got 'fp16' with train.use_gpu false; fp16 autocast and its gradient scaler "
+                "need a GPU: set train.use_gpu: true, or use bf16 on CPU",
+            )
+        ]
     return []
 
 

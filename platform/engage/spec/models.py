@@ -36,10 +36,62 @@ class SyntheticSource(StrictModel):
     noise: float = Field(1.0, ge=0.0, le=10.0, description="multiplier on sensor noise")
 
 
+class SimulationShards(StrictModel):
+    """Where and how a simulation is streamed to Parquet shards (by household and period)."""
+
+    dir: str = Field(min_length=1, description="folder of the shards, relative to the spec file")
+    households_per_shard: int = Field(
+        16, ge=1, le=10_000, description="households in one shard (one Ray task each)"
+    )
+    days_per_shard: int | None = Field(
+        None, ge=1, le=366, description="days in one shard; unset: all days of a household"
+    )
+
+
+class SimulationSource(StrictModel):
+    """The parameterised smart-living simulator (engage.data.simulator): one scenario."""
+
+    type: Literal["simulation"]
+    scenario: dict[str, float] = Field(
+        default_factory=dict,
+        description="scenario parameters by name (docs/simulator.md); unnamed ones take defaults",
+    )
+    households: int = Field(4, ge=1, le=100_000, description="number of households simulated")
+    days: int = Field(14, ge=1, le=366, description="days simulated per household")
+    seed: int = Field(0, ge=0, description="simulation seed; same scenario and seed, same data")
+    start: str = Field(
+        "2026-01-05",
+        pattern=r"^\d{4}-\d{2}-\d{2}$",
+        description="first simulated day (ISO date, local midnight)",
+    )
+    fill_dropouts: bool = Field(
+        True,
+        description="carry each household's last reading over dropouts (NaN) so features stay "
+        "finite; the fault label still marks them",
+    )
+    shards: SimulationShards | None = Field(
+        None,
+        description="stream the set to Parquet shards (python -m engage.data.simulator SPEC "
+        "writes them in parallel Ray tasks); a run reads them back instead of simulating",
+    )
+
+    @field_validator("scenario")
+    @classmethod
+    def _known_and_in_range(cls, v: dict[str, float]) -> dict[str, float]:
+        # Imported here: engage.data imports this module, so a top-level import would loop.
+        from engage.data.simulator.space import Scenario
+
+        return {k: Scenario(v)[k] for k in v}
+
+
 class FileSource(StrictModel):
     """Rows from a table file; the ``csv`` and ``parquet`` sources share these fields."""
 
-    path: str = Field(min_length=1, description="file path, relative to the spec file")
+    path: str = Field(
+        min_length=1,
+        description="a file, a folder of shards or a glob (data/*.parquet), relative to the "
+        "spec file",
+    )
     timestamp: ColumnName = Field("timestamp", description="column giving each row's time")
     group: ColumnName | None = Field(
         None,
@@ -59,7 +111,9 @@ class ParquetSource(FileSource):
     type: Literal["parquet"]
 
 
-Source = Annotated[SyntheticSource | CsvSource | ParquetSource, Field(discriminator="type")]
+Source = Annotated[
+    SyntheticSource | SimulationSource | CsvSource | ParquetSource, Field(discriminator="type")
+]
 
 
 class SplitSpec(StrictModel):
@@ -77,6 +131,18 @@ class SplitSpec(StrictModel):
         return self
 
 
+class PreprocessStep(StrictModel):
+    """One preprocessing operator and its parameters (``engage.data.preprocess``)."""
+
+    op: Name = Field(
+        description="a registered preprocessing operator: resample (rows), clip, rolling, "
+        "lag, spectral, jitter, scale (windows)"
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="the operator's parameters, checked by its schema"
+    )
+
+
 class DataSpec(StrictModel):
     """What to learn from: where rows come from and how they become windows."""
 
@@ -91,6 +157,16 @@ class DataSpec(StrictModel):
     stride: int = Field(1, ge=1, le=10_000, description="rows between consecutive windows")
     split: SplitSpec = SplitSpec()
     normalize: bool = Field(True, description="standardise features with train-split statistics")
+    preprocess: list[PreprocessStep] = Field(
+        default_factory=list,
+        description="operators applied in order, fitted on the train split; they travel with "
+        "the logged model, so serving still takes raw windows",
+    )
+    preprocess_device: Literal["cpu", "gpu", "auto"] = Field(
+        "cpu",
+        description="where window operators run: cpu, gpu (error without one) or auto "
+        "(gpu when present, else cpu)",
+    )
 
     @field_validator("features")
     @classmethod
@@ -135,6 +211,41 @@ class FaultSpec(StrictModel):
         None, ge=1, description="hang after this epoch for stall_seconds"
     )
     stall_seconds: float = Field(0.0, ge=0.0, le=86_400.0, description="how long the hang lasts")
+    kill_worker_at_epoch: int | None = Field(
+        None,
+        ge=1,
+        description="SIGKILL the last-ranked worker halfway through this epoch, once per job "
+        "(tests recovery within train.max_failures)",
+    )
+
+
+class CommSpec(StrictModel):
+    """How DDP workers exchange gradients: a compression hook, the bucket size, timing."""
+
+    compression: Literal["none", "fp16", "bf16", "powersgd"] = Field(
+        "none",
+        description="gradient compression hook: fp16/bf16 halve the bytes sent, powersgd "
+        "sends a low-rank approximation (error feedback keeps it converging)",
+    )
+    powersgd_rank: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="PowerSGD matrix approximation rank (higher: closer, more bytes)",
+    )
+    powersgd_start_iter: int = Field(
+        10, ge=2, description="steps of plain all-reduce before PowerSGD starts compressing"
+    )
+    bucket_cap_mb: float = Field(
+        25.0,
+        gt=0.0,
+        le=1024.0,
+        description="DDP gradient bucket size in MiB: smaller overlaps more, larger pays the "
+        "all-reduce latency fewer times",
+    )
+    timing: bool = Field(
+        True, description="measure the seconds each step spends in and blocked on all-reduce"
+    )
 
 
 class TrainSpec(StrictModel):
@@ -153,7 +264,29 @@ class TrainSpec(StrictModel):
     )
     checkpoint_every: int = Field(1, ge=1, description="epochs between checkpoints")
     checkpoints_to_keep: int = Field(2, ge=1, le=1000)
+    max_failures: int = Field(
+        2,
+        ge=-1,
+        le=1000,
+        description="worker failures the job recovers from, each by restarting every worker "
+        "from the last valid checkpoint; 0 fails on the first, -1 never gives up",
+    )
+    precision: Literal["fp32", "bf16", "fp16"] = Field(
+        "fp32",
+        description="autocast precision of forward and loss: bf16 on CPU or GPU, fp16 on GPU "
+        "only (with a gradient scaler); weights and optimiser state stay fp32",
+    )
+    grad_accumulation: int = Field(
+        1,
+        ge=1,
+        le=4096,
+        description="batches whose gradients add up before one optimiser step "
+        "(effective batch = batch_size x grad_accumulation)",
+    )
     faults: FaultSpec | None = Field(None, description="fault injection for testing alerts")
+    comm: CommSpec | None = Field(
+        None, description="gradient communication: compression hook, bucket size (unset: plain DDP)"
+    )
 
     @field_validator("resources_per_worker")
     @classmethod
@@ -604,6 +737,111 @@ class FederatedSpec(StrictModel):
         return self
 
 
+class SearchParam(StrictModel):
+    """One dimension of a tuning search space: how a spec field's value is drawn."""
+
+    type: Literal["loguniform", "uniform", "int", "choice"] = Field(
+        description="loguniform/uniform: a float in [low, high]; int: an integer in "
+        "[low, high], both ends included; choice: one of values"
+    )
+    low: float | None = Field(None, description="lowest value (loguniform, uniform, int)")
+    high: float | None = Field(None, description="highest value (loguniform, uniform, int)")
+    values: list[Any] | None = Field(None, description="the candidates (choice)")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> SearchParam:
+        if self.type == "choice":
+            if not self.values:
+                raise ValueError("a choice needs a non-empty values list")
+            return self
+        if self.low is None or self.high is None:
+            raise ValueError(f"a {self.type} range needs both low and high")
+        if self.low >= self.high:
+            raise ValueError(f"low {self.low:g} must be below high {self.high:g}")
+        if self.type == "loguniform" and self.low <= 0:
+            raise ValueError(f"a loguniform range needs low > 0, got {self.low:g}")
+        if self.type == "int" and not (self.low.is_integer() and self.high.is_integer()):
+            raise ValueError("an int range needs whole-number low and high")
+        return self
+
+
+class TuneSpec(StrictModel):
+    """Tune any spec fields with Ray Tune, then retrain and register the best configuration."""
+
+    space: dict[str, SearchParam] = Field(
+        min_length=1,
+        description="dotted spec fields (as for --set, e.g. train.learning_rate) and how "
+        "each is drawn",
+    )
+    num_samples: int = Field(8, ge=1, le=10_000, description="trials to run")
+    metric: Name = Field(
+        "val_loss", description="the per-epoch metric trials are compared on (val_* or train_loss)"
+    )
+    mode: Literal["min", "max"] | None = Field(
+        None, description="min or max; default: the metric's natural direction"
+    )
+    scheduler: Literal["asha", "none"] = Field(
+        "asha", description="asha stops poor trials early; none trains every trial fully"
+    )
+    searcher: Literal["random", "tpe"] = Field(
+        "random", description="random sampling, or Optuna's TPE (Bayesian) search"
+    )
+    max_concurrent: int = Field(2, ge=1, le=1000, description="trials running at once")
+    grace_period: int = Field(
+        1, ge=1, le=100_000, description="epochs every trial runs before ASHA may stop it"
+    )
+    reduction_factor: int = Field(
+        2, ge=2, le=100, description="ASHA keeps 1/reduction_factor of trials at each rung"
+    )
+    cpus_per_trial: float = Field(1.0, gt=0.0, le=1024.0, description="CPUs each trial holds")
+    seed: int = Field(0, ge=0, description="seed of the searcher; same seed, same trials")
+
+
+class AdaptiveSpec(StrictModel):
+    """Adaptive sampling of the simulator's scenario space: simulate where the model is weakest."""
+
+    sampler: Literal["adaptive", "uniform", "lhs"] = Field(
+        "adaptive",
+        description="adaptive (acquisition over a candidate pool), uniform (random) or lhs "
+        "(Latin hypercube): the last two for comparison",
+    )
+    acquisition: Literal["disagreement", "error"] = Field(
+        "disagreement",
+        description="adaptive's score of a candidate: ensemble disagreement (variance of the "
+        "members' predictions) or the ensemble's error on it",
+    )
+    rounds: int = Field(6, ge=1, le=1000, description="rounds of simulate, retrain, evaluate")
+    initial_scenarios: int = Field(
+        4, ge=1, le=10_000, description="scenarios of the first round (a Latin hypercube)"
+    )
+    scenarios_per_round: int = Field(
+        4, ge=1, le=10_000, description="scenarios each later round adds"
+    )
+    households: int = Field(1, ge=1, le=1000, description="households simulated per scenario")
+    days: int = Field(2, ge=1, le=366, description="days simulated per scenario")
+    budget: int | None = Field(
+        None,
+        ge=1,
+        description="most training samples (windows) simulated in all; unset: rounds decide",
+    )
+    candidates: int = Field(
+        48, ge=1, le=100_000, description="candidate scenarios adaptive scores each round"
+    )
+    probe_days: int = Field(
+        1, ge=1, le=366, description="days of one household simulated to score a candidate"
+    )
+    test_scenarios: int = Field(
+        24,
+        ge=1,
+        le=100_000,
+        description="held-out scenarios over the whole space (a Latin hypercube)",
+    )
+    ensemble: int = Field(
+        3, ge=2, le=100, description="models trained each round, with different seeds"
+    )
+    seed: int = Field(0, ge=0, description="seed of the sampler and the simulations")
+
+
 class PipelineSpec(StrictModel):
     """A whole pipeline: what data, which model, how to train, where to track."""
 
@@ -624,6 +862,12 @@ class PipelineSpec(StrictModel):
     )
     federated: FederatedSpec | None = Field(
         None, description="federated learning over households instead of Ray Train"
+    )
+    tune: TuneSpec | None = Field(
+        None, description="tune spec fields with Ray Tune, then retrain and register the best"
+    )
+    adaptive: AdaptiveSpec | None = Field(
+        None, description="adaptive sampling of the simulator's scenario space, round by round"
     )
 
     @property

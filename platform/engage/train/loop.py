@@ -5,18 +5,25 @@ it, so a run is reproducible for a given seed and worker count. Rank 0 reports e
 metrics through the job's reporter and writes the checkpoint. A regression network learns
 targets standardised with the training split's mean and std (:class:`TargetScaled`).
 
+Checkpoints are verified folders (:mod:`engage.train.checkpoint`) holding the model,
+optimiser, gradient scaler and RNG states and the data position (the next epoch: each
+epoch's permutation comes from the seed, so the position is the epoch). After a worker
+failure Ray Train restarts every worker (``train.max_failures``); they resume from the
+newest valid checkpoint and rank 0 reports a ``restart`` event. ``train.precision`` and
+``train.grad_accumulation`` shape each step (:mod:`engage.train.precision`); inner
+accumulation steps skip DDP's gradient all-reduce (``no_sync``).
+
 Only :func:`train_loop_per_worker` and the helpers that read the Ray Train context need Ray;
 :func:`make_worker` and :func:`train_epoch` run without it (the unit tests train that way).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,6 +34,8 @@ from engage.events import HubTransport, Reporter
 from engage.monitor.resources import ResourceSampler
 from engage.spec.models import ModelSpec, TrainSpec
 from engage.train.builders import ModelShape, get_builder
+from engage.train.checkpoint import PAYLOAD
+from engage.train.comm import CommTimer, apply_comm, ddp_kwargs
 from engage.train.evaluate import (
     accumulate,
     finalize,
@@ -36,8 +45,16 @@ from engage.train.evaluate import (
 )
 from engage.train.models import TargetScaled
 from engage.train.plugins import import_model_module
+from engage.train.precision import Precision, make_precision
+from engage.train.recovery import (
+    checkpoint_state,
+    count_start,
+    maybe_kill,
+    report_epoch,
+    restore,
+)
 
-CHECKPOINT_FILE = "model.pt"
+CHECKPOINT_FILE = PAYLOAD
 _PROGRESS_EVERY_S = 0.5
 
 
@@ -52,6 +69,7 @@ class TrainJob:
     data_ref: Any  # ObjectRef to {"train_x", "train_y", "val_x", "val_y"} numpy arrays
     hub: Any  # EventHub actor handle
     run_id: str
+    checkpoint_root: str | None = None  # the Ray Train run folder; set by trainer.fit
 
 
 def make_optimizer(spec: TrainSpec, params: Any) -> torch.optim.Optimizer:
@@ -89,32 +107,6 @@ def _all_reduce(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def _restore(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
-    """Resume from the latest checkpoint after a worker restart; returns the next epoch."""
-    import ray.train
-
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint is None:
-        return 1
-    with checkpoint.as_directory() as d:
-        state = torch.load(Path(d) / CHECKPOINT_FILE, weights_only=False)
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    return int(state["epoch"]) + 1
-
-
-def _report(metrics: dict[str, float], epoch: int, job: TrainJob, rank: int, state: dict) -> None:
-    import ray.train
-
-    every = job.train.checkpoint_every
-    if rank != 0 or (epoch % every and epoch != job.train.epochs):
-        ray.train.report(metrics)
-        return
-    with tempfile.TemporaryDirectory() as d:
-        torch.save(state, Path(d) / CHECKPOINT_FILE)
-        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(d))
-
-
 @dataclass
 class Worker:
     """One worker's view of the job: its data shard, model and reporter."""
@@ -130,6 +122,8 @@ class Worker:
     model: nn.Module
     optimizer: torch.optim.Optimizer
     device: Any
+    precision: Precision
+    comm: CommTimer | None = None  # all-reduce timing when train.comm asks for it (DDP only)
 
     @property
     def per_worker(self) -> int:
@@ -142,12 +136,28 @@ class Worker:
         return len(self.x) // self.world
 
 
+def _sync(model: nn.Module, step_now: bool) -> contextlib.AbstractContextManager:
+    """DDP's ``no_sync`` on inner accumulation steps: gradients all-reduce only before a step."""
+    if step_now or not hasattr(model, "no_sync"):
+        return contextlib.nullcontext()
+    return model.no_sync()
+
+
+def _group_rows(w: Worker, step: int, steps: int) -> int:
+    """Rows in the accumulation group of ``step``, to weight each batch's loss by its share."""
+    accum = w.job.train.grad_accumulation
+    first = step - step % accum
+    last = min(first + accum, steps)
+    return min(last * w.per_worker, w.n_per) - first * w.per_worker
+
+
 def _epoch(w: Worker, epoch: int, resources: ResourceSampler) -> tuple[float, float, float]:
     """Train one epoch; returns (loss sum, data wait seconds, wall seconds) of this worker."""
     job, faults = w.job, w.job.train.faults
     g = torch.Generator().manual_seed(job.train.seed * 1_000_003 + epoch)
     shard = torch.randperm(len(w.x), generator=g)[w.rank * w.n_per : (w.rank + 1) * w.n_per]
     steps = math.ceil(w.n_per / w.per_worker)
+    accum = job.train.grad_accumulation
     loss_fn = loss_function(job.task)
     started = last_tick = time.perf_counter()
     loss_sum = wait = 0.0
@@ -155,23 +165,32 @@ def _epoch(w: Worker, epoch: int, resources: ResourceSampler) -> tuple[float, fl
         t0 = time.perf_counter()
         if faults is not None and faults.data_delay_seconds:
             time.sleep(faults.data_delay_seconds)  # a deliberately slow input pipeline
+        if step == steps // 2:
+            maybe_kill(w, epoch)
         idx = shard[step * w.per_worker : (step + 1) * w.per_worker]
         xb, yb = w.x[idx].to(w.device), targets_for_loss(w.y[idx], job.task).to(w.device)
         t1 = time.perf_counter()
-        w.optimizer.zero_grad(set_to_none=True)
-        loss = training_loss(w.model, w.model(xb), yb, job.task, loss_fn)
-        loss.backward()
-        w.optimizer.step()
+        step_now = (step + 1) % accum == 0 or step == steps - 1
+        with _sync(w.model, step_now):
+            with w.precision.autocast():
+                out = w.model(xb).float()  # the loss in fp32 whatever the autocast dtype
+            loss = training_loss(w.model, out, yb, job.task, loss_fn)
+            w.precision.backward(loss * (len(idx) / _group_rows(w, step, steps)))
+        if step_now:
+            w.precision.step(w.optimizer)
+            w.optimizer.zero_grad(set_to_none=True)
         loss_sum += loss.item() * len(idx)
         t2 = time.perf_counter()
         wait += t1 - t0
         global_step = (epoch - 1) * steps + step + 1
+        comm = w.comm.step_metrics() if w.comm is not None and step_now else {}
         w.reporter.metrics(
             {
                 "step_seconds": t2 - t0,
                 "data_wait_seconds": t1 - t0,
                 "compute_seconds": t2 - t1,
                 "samples": len(idx),
+                **comm,
             },
             step=global_step,
         )
@@ -232,6 +251,7 @@ def make_worker(
         model=model,
         optimizer=make_optimizer(job.train, model.parameters()),
         device=device,
+        precision=make_precision(job.train.precision, device),
     )
 
 
@@ -242,15 +262,20 @@ def _setup(job: TrainJob) -> Worker:
 
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    return make_worker(
+    comm = job.train.comm
+    w = make_worker(
         job,
         ray.get(job.data_ref),
         Reporter(HubTransport(job.hub), {"rank": str(rank)}),
         rank=rank,
         world=world,
         device=ray.train.torch.get_device(),
-        prepare=ray.train.torch.prepare_model,
+        prepare=lambda m: ray.train.torch.prepare_model(
+            m, parallel_strategy_kwargs=ddp_kwargs(comm) or None
+        ),
     )
+    w.comm = apply_comm(w.model, comm)  # the compression hook, and its timer when asked
+    return w
 
 
 def train_epoch(w: Worker, epoch: int, resources: ResourceSampler) -> dict[str, float]:
@@ -279,29 +304,32 @@ def train_epoch(w: Worker, epoch: int, resources: ResourceSampler) -> dict[str, 
 def train_loop_per_worker(config: dict[str, Any]) -> None:
     """Entry point Ray Train calls on each worker with ``{"job": TrainJob}``.
 
-    Trains from the latest checkpoint (or epoch 1) to ``job.train.epochs``; rank 0 reports
-    each epoch's metrics and writes the checkpoints.
+    Trains from the newest valid checkpoint (or epoch 1) to ``job.train.epochs``; rank 0
+    reports each epoch's metrics, writes the checkpoints and, on a restart within the same
+    job, reports a ``restart`` lifecycle event.
 
     Raises
     ------
     TrainingError
         If the training loss becomes NaN or infinite.
     """
+    import ray.train
+
     job: TrainJob = config["job"]
     w = _setup(job)
     core = getattr(w.model, "module", w.model)
     w.reporter.lifecycle("train_start", world_size=w.world)
+    start = restore(w, core, ray.train.get_checkpoint())
+    attempt = count_start(job) if w.rank == 0 else 1
+    if attempt > 1:
+        w.reporter.lifecycle("restart", attempt=attempt, epoch=start)
     resources = ResourceSampler(w.device)
     faults = job.train.faults
-    for epoch in range(_restore(core, w.optimizer), job.train.epochs + 1):
+    for epoch in range(start, job.train.epochs + 1):
         metrics = train_epoch(w, epoch, resources)
-        state = {
-            "model": core.state_dict(),
-            "optimizer": w.optimizer.state_dict(),
-            "epoch": epoch,
-            "metrics": metrics,
-        }
-        _report(metrics, epoch, job, w.rank, state)
+        report_epoch(
+            metrics, epoch, job, w.rank, lambda e=epoch, m=metrics: checkpoint_state(w, core, e, m)
+        )
         if faults is not None and faults.stall_after_epoch == epoch:
             time.sleep(faults.stall_seconds)  # a deliberate hang, to test the stall alert
     w.reporter.flush(wait=True)

@@ -1,0 +1,192 @@
+"""The input pipeline the profiler measures: window shards or a cache, preprocessing, compute.
+
+A job's training windows are written once as batch-sized ``.npy`` shards (its storage);
+:func:`run_pipeline` then streams them (throttled, cold) or serves them from memory (the
+cache), preprocesses each batch inline, in DataLoader workers or on the GPU, and runs the
+training step, timing the wait for data apart from the compute. It is the same pipeline
+whether the profiler isolates one stage or the benchmark runs a remedy end to end.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from engage.profiler.throttle import read_throttled
+
+
+@dataclass(frozen=True)
+class LoaderConfig:
+    """One way to feed the model.
+
+    Attributes
+    ----------
+    source : str
+        ``storage`` (read the shards every epoch) or ``cache`` (decoded windows in memory).
+    workers : int
+        DataLoader worker processes; 0 loads and preprocesses inline, between steps.
+    preprocess : str
+        ``none``, ``cpu`` (in the loader) or ``gpu`` (on the training device).
+    batch : int
+        Windows per step.
+    bandwidth : float or None
+        Storage read rate in bytes/s shared by all workers; ``None`` reads at full speed.
+    """
+
+    source: Literal["storage", "cache"] = "storage"
+    workers: int = 0
+    preprocess: Literal["none", "cpu", "gpu"] = "cpu"
+    batch: int = 128
+    bandwidth: float | None = None
+
+
+class WindowStore:
+    """A job's raw training windows and labels, and their batch-sized shards on disk.
+
+    Parameters
+    ----------
+    x, y : numpy.ndarray
+        Raw (standardised) windows ``(n, window, features)`` and their labels.
+    folder : Path
+        Where shards are written, one subfolder per batch size.
+    """
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, folder: Path) -> None:
+        self.x, self.y, self.folder = x, y, Path(folder)
+
+    def batches(self, batch: int) -> int:
+        """Full batches of ``batch`` windows."""
+        return len(self.x) // batch
+
+    def shards(self, batch: int) -> list[Path]:
+        """The shard files for ``batch``, written on first use."""
+        where = self.folder / str(batch)
+        paths = [where / f"{i:05d}.npy" for i in range(self.batches(batch))]
+        if not where.exists():
+            where.mkdir(parents=True)
+            for i, path in enumerate(paths):
+                np.save(path, self.x[i * batch : (i + 1) * batch])
+        return paths
+
+    def shard_bytes(self, batch: int) -> int:
+        """Size on disk of one shard of ``batch`` windows."""
+        return self.shards(batch)[0].stat().st_size
+
+
+class _Batches(torch.utils.data.Dataset):
+    """Item ``i`` is batch ``i``: read from storage or the cache, then preprocessed."""
+
+    def __init__(self, store: WindowStore, config: LoaderConfig, fitted: Any) -> None:
+        self.store, self.config, self.fitted = store, config, fitted
+        self.paths = store.shards(config.batch) if config.source == "storage" else []
+        share = max(1, config.workers)  # the rate is the storage's, shared by the readers
+        self.rate = config.bandwidth / share if config.bandwidth else None
+
+    def __len__(self) -> int:
+        return self.store.batches(self.config.batch)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        b = self.config.batch
+        if self.config.source == "storage":
+            x = np.load(io.BytesIO(read_throttled(self.paths[i], self.rate)))
+        else:
+            x = self.store.x[i * b : (i + 1) * b]
+        if self.config.preprocess == "cpu" and self.fitted is not None:
+            x, _ = self.fitted.transform(x, train=True)
+        return torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(
+            self.store.y[i * b : (i + 1) * b]
+        )
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """What one pipeline run measured, per step (seconds) and overall.
+
+    Attributes
+    ----------
+    step : float
+        Mean wall time of a step (data wait plus compute).
+    wait : float
+        Mean time blocked on the next batch (including GPU preprocessing).
+    compute : float
+        Mean time of the training step itself.
+    samples_per_s : float
+        Windows per second through the whole pipeline.
+    """
+
+    step: float
+    wait: float
+    compute: float
+    samples_per_s: float
+
+    @property
+    def stall_ratio(self) -> float:
+        """Share of each step spent waiting for data."""
+        return self.wait / self.step if self.step else 0.0
+
+
+def run_pipeline(
+    store: WindowStore,
+    config: LoaderConfig,
+    fitted: Any = None,
+    step_fn: Callable[[torch.Tensor, torch.Tensor], None] | None = None,
+    steps: int = 20,
+    warmup: int = 2,
+) -> RunStats:
+    """Feed ``steps`` batches through ``config`` (and ``step_fn``, when given) and time them.
+
+    Parameters
+    ----------
+    store : WindowStore
+        The job's windows.
+    config : LoaderConfig
+        How to load and where to preprocess.
+    fitted : FittedPreprocess, optional
+        The job's window preprocessing; ``None`` for none.
+    step_fn : callable, optional
+        One training step on a batch; ``None`` measures the loader alone.
+    steps, warmup : int
+        Timed steps, after ``warmup`` untimed ones (worker start-up, first allocations).
+    """
+    dataset = _Batches(store, config, fitted)
+    kwargs = {"prefetch_factor": 2, "persistent_workers": True} if config.workers else {}
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=None, num_workers=config.workers, **kwargs
+    )
+    device = torch.device("cuda" if config.preprocess == "gpu" else "cpu")
+    waits, computes, it = [], [], _cycle(loader)
+    for k in range(warmup + steps):
+        t0 = time.perf_counter()
+        x, y = next(it)
+        if config.preprocess == "gpu" and fitted is not None:
+            x = _on_gpu(fitted, x, device)
+        t1 = time.perf_counter()
+        if step_fn is not None:
+            step_fn(x, y)
+        t2 = time.perf_counter()
+        if k >= warmup:
+            waits.append(t1 - t0)
+            computes.append(t2 - t1)
+    it.close()  # ends the epoch loop, so persistent workers shut down with the loader
+    wait, compute = float(np.mean(waits)), float(np.mean(computes))
+    return RunStats(wait + compute, wait, compute, config.batch / (wait + compute))
+
+
+def _cycle(loader: torch.utils.data.DataLoader):
+    """Batches of ``loader`` epoch after epoch (each epoch re-reads storage)."""
+    while True:
+        yield from loader
+
+
+def _on_gpu(fitted: Any, x: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Preprocess ``x`` on the GPU, synchronised so the time is the device's."""
+    out, _ = fitted.transform(x.numpy(), train=True, device=device)
+    torch.cuda.synchronize()
+    return torch.from_numpy(out)

@@ -1,0 +1,169 @@
+"""From stage times to a verdict and the predicted speedup of each remedy.
+
+The default pipeline loads, preprocesses and computes one after the other, so a step
+takes ``storage + preprocess + compute``; the largest term names the bound. Each remedy
+changes one term (or overlaps them) and its predicted speedup is the ratio of the
+per-sample times, in the style of DS-Analyzer's differential what-if analysis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from engage.profiler.loader import LoaderConfig
+
+STORAGE, PREPROCESSING, COMPUTE = "storage-bound", "preprocessing-bound", "compute-bound"
+FASTER_STORAGE = 4.0
+"""How much faster the "faster storage" remedy's storage is than the measured one."""
+
+
+@dataclass(frozen=True)
+class StageTimes:
+    """Seconds per step of each stage measured alone, at ``batch`` windows per step.
+
+    Attributes
+    ----------
+    batch : int
+        Windows per step.
+    storage : float
+        Loader alone, reading shards from storage (cold, throttled when ``bandwidth``).
+    read : float
+        The part of ``storage`` the bandwidth alone imposes (shard bytes / bandwidth).
+    cache : float
+        Loader alone, serving decoded windows from memory.
+    preprocess : float
+        The job's preprocessing of one batch on one CPU core (0 without any).
+    preprocess_gpu : float or None
+        The same on the GPU; ``None`` without one.
+    compute : float
+        The training step alone on batches in memory.
+    compute_large : float
+        The training step at ``2 * batch``.
+    cores : int
+        CPU cores the loader's workers may use.
+    bandwidth : float or None
+        The storage rate the reads were throttled to, in bytes/s.
+    free_cpus : float or None
+        CPU capacity other processes leave to the job (cores minus their load); ``None``
+        when unknown (then the workers and the training step are taken to have theirs).
+    """
+
+    batch: int
+    storage: float
+    read: float
+    cache: float
+    preprocess: float
+    preprocess_gpu: float | None
+    compute: float
+    compute_large: float
+    cores: int
+    bandwidth: float | None = None
+    free_cpus: float | None = None
+
+    @property
+    def step(self) -> float:
+        """Predicted step of the default pipeline (load, preprocess and compute in turn)."""
+        return self.storage + self.preprocess + self.compute
+
+    @property
+    def stall_ratio(self) -> float:
+        """Predicted share of a default step spent waiting for data."""
+        return (self.storage + self.preprocess) / self.step if self.step else 0.0
+
+    def as_dict(self) -> dict:
+        """Plain values, for JSON."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """One change to the pipeline and what the profile predicts it gains.
+
+    Attributes
+    ----------
+    name : str
+        Short name (``more CPU workers``, ``cache decoded windows``, ...).
+    config : LoaderConfig
+        The pipeline with the remedy applied (what the benchmark measures).
+    speedup : float or None
+        Predicted samples/s over the default pipeline's; ``None`` when it does not apply.
+    note : str
+        Why, in a few words.
+    """
+
+    name: str
+    config: LoaderConfig
+    speedup: float | None
+    note: str
+
+
+def classify(t: StageTimes) -> str:
+    """The bound of the default pipeline: the stage with the largest time per step."""
+    terms = {STORAGE: t.storage, PREPROCESSING: t.preprocess, COMPUTE: t.compute}
+    return max(terms, key=terms.get)
+
+
+def default_config(t: StageTimes, preprocess: bool) -> LoaderConfig:
+    """The pipeline as it runs by default: storage, inline loading, CPU preprocessing."""
+    return LoaderConfig("storage", 0, "cpu" if preprocess else "none", t.batch, t.bandwidth)
+
+
+def remedies(t: StageTimes, preprocess: bool = True) -> list[Remedy]:
+    """Each remedy with its predicted speedup over the default pipeline, best first."""
+    base = default_config(t, preprocess)
+    now = t.step
+    workers = max(1, t.cores)
+    # Overlap needs spare CPU: the loader's CPU work (reads' waits excluded) and the step
+    # share whatever capacity the machine's other processes leave.
+    free = t.free_cpus if t.free_cpus is not None else workers + 1.0
+    cpu_work = t.storage - t.read + t.preprocess + t.compute
+    loader = (t.storage + t.preprocess) / workers
+    overlapped = max(t.compute, t.read, loader, cpu_work / max(free, 1.0))
+    faster = t.storage - t.read * (1.0 - 1.0 / FASTER_STORAGE)
+    per_sample = (t.storage + t.preprocess) / t.batch
+    larger = per_sample + t.compute_large / (2 * t.batch)
+    out = [
+        Remedy(
+            f"{workers} CPU loader worker(s)",
+            LoaderConfig("storage", workers, base.preprocess, t.batch, t.bandwidth),
+            now / overlapped,
+            "loads and preprocesses beside the training step",
+        ),
+        Remedy(
+            "cache decoded windows",
+            LoaderConfig("cache", 0, base.preprocess, t.batch, t.bandwidth),
+            now / (t.cache + t.preprocess + t.compute),
+            "reads storage once, then serves windows from memory",
+        ),
+        Remedy(
+            "preprocess on the GPU",
+            LoaderConfig("storage", 0, "gpu", t.batch, t.bandwidth),
+            None if t.preprocess_gpu is None else now / (t.storage + t.preprocess_gpu + t.compute),
+            "no GPU here"
+            if t.preprocess_gpu is None
+            else "window operators run as torch on the GPU",
+        ),
+        Remedy(
+            "double the batch",
+            LoaderConfig("storage", 0, base.preprocess, 2 * t.batch, t.bandwidth),
+            (now / t.batch) / larger,
+            "amortises per-step overhead of the model",
+        ),
+        Remedy(
+            f"{FASTER_STORAGE:g}x faster storage",
+            LoaderConfig(
+                "storage",
+                0,
+                base.preprocess,
+                t.batch,
+                t.bandwidth * FASTER_STORAGE if t.bandwidth else None,
+            ),
+            now / (faster + t.preprocess + t.compute),
+            "storage read at full speed already"
+            if not t.bandwidth
+            else "reads take a quarter of the time",
+        ),
+    ]
+    if not preprocess:
+        out = [r for r in out if r.name != "preprocess on the GPU"]
+    return sorted(out, key=lambda r: -(r.speedup or 0.0))

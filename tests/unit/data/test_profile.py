@@ -1,0 +1,131 @@
+"""``engage profile`` classifies constructed jobs: storage-, preprocessing- and compute-bound.
+
+Each job is tiny (one simulated household, two days, a few timed steps) so the three
+measured profiles take a few seconds; the bound is made unmistakable by construction.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from engage.data import prepare
+from engage.errors import SpecError
+from engage.profiler import (
+    COMPUTE,
+    PREPROCESSING,
+    STORAGE,
+    StageTimes,
+    classify,
+    parse_bandwidth,
+    profile_job,
+    remedies,
+)
+from engage.spec.models import PipelineSpec
+
+HEAVY = [
+    {"op": "rolling", "params": {"size": 20, "stats": ["mean", "std", "min", "max"]}},
+    {"op": "lag", "params": {"lags": [1, 2, 4, 8, 16]}},
+    {"op": "spectral", "params": {"append": False}},
+    {"op": "jitter", "params": {"std": 0.1}},
+]
+
+
+def _spec(model: dict, preprocess: list | None = None) -> PipelineSpec:
+    return PipelineSpec.model_validate(
+        {
+            "name": "tiny",
+            "data": {
+                "source": {"type": "synthetic", "households": 1, "days": 2},
+                "features": ["temperature", "co2", "power"],
+                "target": "occupied",
+                "task": "classification",
+                "window": 30,
+                "stride": 5,
+                "preprocess": preprocess or [],
+            },
+            "model": model,
+            "train": {"batch_size": 32, "num_workers": 1},
+        }
+    )
+
+
+@cache
+def _prepared(heavy: bool):
+    return prepare(_spec({"name": "mlp"}, HEAVY if heavy else None).data, ".")
+
+
+def test_throttled_reads_make_a_storage_bound_job() -> None:
+    spec = _spec({"name": "mlp", "params": {"hidden": 8, "layers": 1}})
+
+    report = profile_job(spec, _prepared(False), bandwidth=parse_bandwidth("300KB/s"), steps=3)
+
+    assert report.verdict == STORAGE
+    assert report.times.read > 0.5 * report.times.storage
+    assert report.remedies[0].name == "cache decoded windows"
+
+
+def test_heavy_window_operators_make_a_preprocessing_bound_job() -> None:
+    spec = _spec({"name": "mlp", "params": {"hidden": 1, "layers": 0}}, HEAVY)
+
+    report = profile_job(spec, _prepared(True), steps=5)
+
+    assert report.verdict == PREPROCESSING
+    assert report.times.preprocess > report.times.compute
+
+
+def test_a_large_model_on_light_data_is_compute_bound() -> None:
+    spec = _spec({"name": "mlp", "params": {"hidden": 1024, "layers": 3}})
+
+    report = profile_job(spec, _prepared(False), steps=5)
+
+    assert report.verdict == COMPUTE
+    assert "a larger batch may help" in report.advice
+
+
+def _times(**kw: float) -> StageTimes:
+    base = {"batch": 100, "storage": 1.0, "read": 0.8, "cache": 0.01, "preprocess": 2.0,
+            "preprocess_gpu": 0.1, "compute": 1.0, "compute_large": 1.5, "cores": 3,
+            "bandwidth": 1e6}  # fmt: skip
+    return StageTimes(**(base | kw))
+
+
+def test_remedy_predictions_follow_the_stage_times() -> None:
+    t = _times()
+    got = {r.name: r.speedup for r in remedies(t)}
+
+    assert classify(t) == PREPROCESSING
+    assert got["3 CPU loader worker(s)"] == pytest.approx(4.0 / 1.0)  # max(1, .8, 3/3)
+    assert got["cache decoded windows"] == pytest.approx(4.0 / 3.01)
+    assert got["preprocess on the GPU"] == pytest.approx(4.0 / 2.1)
+    assert got["double the batch"] == pytest.approx(4.0 / (3.0 + 0.75))
+    assert got["4x faster storage"] == pytest.approx(4.0 / (0.4 + 3.0))
+    assert t.stall_ratio == pytest.approx(0.75)
+
+
+def test_no_gpu_means_no_gpu_prediction() -> None:
+    fixes = remedies(_times(preprocess_gpu=None))
+
+    gpu = next(r for r in fixes if r.name == "preprocess on the GPU")
+    assert gpu.speedup is None
+    assert gpu.note == "no GPU here"
+
+
+@pytest.mark.parametrize(
+    ("text", "rate"), [("50MB/s", 50e6), ("1.5GiB/s", 1.5 * 2**30), ("800", 800.0)]
+)
+def test_bandwidth_text_is_bytes_per_second(text: str, rate: float) -> None:
+    assert parse_bandwidth(text) == pytest.approx(rate)
+
+
+def test_a_bad_bandwidth_names_the_option() -> None:
+    with pytest.raises(SpecError, match="--bandwidth: got 'fast'"):
+        parse_bandwidth("fast")
+
+
+def test_loader_workers_gain_nothing_without_spare_cpu() -> None:
+    busy = {r.name: r.speedup for r in remedies(_times(free_cpus=1.0))}
+
+    # All CPU work (storage 0.2 of it, preprocessing 2, compute 1) on one free core.
+    assert busy["3 CPU loader worker(s)"] == pytest.approx(4.0 / 3.2)
