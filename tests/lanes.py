@@ -29,8 +29,6 @@ UNIT_LANE = [
     "tests/unit",
     "tests/notebooks",
     "tests/e2e/test_interrupt.py",
-    "tests/e2e/test_models_cli.py",
-    "tests/e2e/test_sync.py",
     "tests/e2e/test_bad_input.py",
     "tests/e2e/test_monitor_cli.py",
     "tests/integration/tracking",

@@ -94,13 +94,18 @@ def ray_tmp() -> Iterator[Path]:
 @pytest.mark.parametrize(
     "to_group",
     [
-        pytest.param(True, id="terminal-ctrl-c"),  # the shell signals the whole process group
-        pytest.param(False, id="kill-int-pid"),  # only engage gets it; it must stop Ray itself
+        # The shell signals the whole process group. The quickstart deploys after training,
+        # so it trains on the serving head it starts (one cluster): the head must go too.
+        pytest.param(True, id="terminal-ctrl-c"),
+        # Only engage gets it; a job that does not deploy runs an embedded Ray it must stop.
+        pytest.param(False, id="kill-int-pid"),
     ],
 )
 def test_ctrl_c_during_training_stops_cleanly(
     to_group: bool, tmp_path: Path, engage_env: dict[str, str], ray_tmp: Path
 ) -> None:
+    from engage.serve.cluster import read_cluster
+
     # Arrange: a long run whose embedded Ray keeps its files under a dir only it uses.
     shutil.copytree(REPO / "pipelines", tmp_path / "pipelines")
     stderr_path = tmp_path / "stderr.txt"
@@ -112,7 +117,14 @@ def test_ctrl_c_during_training_stops_cleanly(
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         proc = subprocess.Popen(
-            [str(ENGAGE), "run", "pipelines/quickstart.yaml", "--set", "train.epochs=200"],
+            [
+                str(ENGAGE),
+                "run",
+                "pipelines/quickstart.yaml",
+                "--set",
+                "train.epochs=200",
+                *([] if to_group else ["--set", "deploy.after_training=false"]),
+            ],
             cwd=tmp_path,
             env={**engage_env, "RAY_TMPDIR": str(ray_tmp)},
             stdout=subprocess.PIPE,
@@ -127,6 +139,8 @@ def test_ctrl_c_during_training_stops_cleanly(
     try:
         _wait_for(lines, "epoch 1/200", _FIRST_EPOCH_S, stderr_path)
         tree = psutil.Process(proc.pid).children(recursive=True)
+        head = read_cluster(tmp_path / ".engage")
+        assert (head is not None) == to_group  # trained on the serving head iff it deploys
 
         # Act
         sent = time.monotonic()
@@ -163,3 +177,6 @@ def test_ctrl_c_during_training_stops_cleanly(
     # Assert: no Ray process of this run (raylet, GCS, workers) outlives it
     assert tree, "engage had no child processes: was Ray started at all?"
     assert _survivors(tree, ray_tmp, timeout=15) == []
+    if head is not None:  # the serving head started for this run served nothing: it is gone
+        assert read_cluster(tmp_path / ".engage") is None
+        assert _survivors([], Path(head.temp_dir), timeout=15) == []
