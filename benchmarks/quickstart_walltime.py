@@ -152,12 +152,12 @@ Split (median seconds per stage):
 {rows}
 
 Largest cost: **{largest}**. The quickstart now also exports ONNX/TorchScript copies and
-ends by serving the model (the `deploy` stage starts a Ray head for Serve and waits for the
-replicas), on top of training. Training's share is almost all Ray Train start-up (worker
-processes, torch import, gloo process group): the baseline above, which trains nothing,
-costs {floor:.0f} s. What would cut it: one Ray cluster for training and serving (today the
-job's embedded cluster ends with the job, so serving starts a second one), or a warm
-cluster between runs (`ray start --head` once, then `--address auto`).
+ends by serving the model (the `deploy` stage starts Serve's controller, proxy and
+replicas on the Ray head the job trained on: the `ray` stage starts engage's serving head,
+one cluster for both), on top of training. Training's share is almost all Ray Train
+start-up (worker processes, torch import, gloo process group): the baseline above, which
+trains nothing, costs {floor:.0f} s. What would cut it further: a warm cluster between runs
+(`ray start --head` once, then `--address auto`).
 """
     write_section("quickstart", body)
     print(body)
