@@ -24,7 +24,7 @@ quickstart: $(STAMP)
 	$(BIN)/engage quickstart
 
 ## Install what the tests need and run the whole suite (unit, integration, e2e) in two
-## lanes side by side (tests/lanes.py says why); each lane prints its 15 slowest tests.
+## lanes side by side (tests/lanes.py says why); each lane prints its 30 slowest tests.
 test: $(STAMP) system-deps lint
 	$(BIN)/python tests/lanes.py
 

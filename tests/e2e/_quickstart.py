@@ -25,7 +25,7 @@ class QuickstartSession:
     answer: dict | None = None  # the served endpoint's JSON answer to the printed example
     answer_failure: str | None = None  # why there is no answer
     wall_seconds: float = 0.0  # the quickstart command, start to exit
-    hog_cpu_seconds: float = 0.0  # CPU the busy process beside it got meanwhile
+    other_cpu_seconds: float = 0.0  # CPU the other work beside it (tests/e2e/conftest.py) got
 
     @property
     def home(self) -> Path:

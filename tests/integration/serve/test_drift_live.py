@@ -1,7 +1,7 @@
 """End to end: the quickstart model served, in-distribution then shifted traffic over HTTP.
 
-The model is trained and registered by ``engage run`` (1 epoch, 7 days of data) and served
-by ``engage deploy`` with every request sampled; the replica's drift watcher must stay
+The model is trained, registered and served by one ``engage run`` (1 epoch, 7 days of data,
+``deploy.after_training``, every request sampled); the replica's drift watcher must stay
 quiet on in-distribution windows and, on shifted ones, raise the alert event (event
 store), the Prometheus gauge (the replica's /metrics) and the MLflow record (the
 deployment's monitoring run). The app and the managed Ray head are stopped by engage (by
@@ -69,14 +69,13 @@ def served(tmp_path_factory) -> Iterator[Served]:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
     env |= {"ENGAGE_HOME": str(home), "COLUMNS": "200"}
     env.pop("ENGAGE_SERVE_TOKEN", None)
-    sets = ["train.epochs=1", "data.source.days=7", "deploy.after_training=false"]
-    trained = _engage(
-        env, root, "run", str(QUICKSTART), "--home", str(home),
-        *[a for s in [*sets, "export.formats=[]"] for a in ("--set", s)],
-    )  # fmt: skip
-    assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
     port = _free_port()
-    deploy_sets = [
+    sets = [
+        "train.epochs=1",
+        "data.source.days=7",
+        "export.formats=[]",
+        # trained and served by one `engage run`, on one Ray cluster (the managed head)
+        "deploy.after_training=true",
         f"deploy.port={port}",
         "deploy.sampling.rate=1.0",
         "deploy.metrics_every_seconds=2",
@@ -89,10 +88,10 @@ def served(tmp_path_factory) -> Iterator[Served]:
     ]
     try:
         done = _engage(
-            env, root, "deploy", f"{MODEL}@candidate", "--home", str(home),
-            "--spec", str(QUICKSTART), *[a for s in deploy_sets for a in ("--set", s)],
+            env, root, "run", str(QUICKSTART), "--home", str(home),
+            *[a for s in sets for a in ("--set", s)],
         )  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         yield Served(home, f"http://127.0.0.1:{port}", env)
     finally:
         _engage(env, root, "serve", "stop", "--home", str(home), timeout=180)
