@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -181,44 +180,32 @@ def log_report(loaded: Any, report: Any, folder: Path, tracking_uri: str | None,
     TrackingError
         The spool cannot be written.
     """
+    from engage.cli.report_run import log_report_run
     from engage.events import Event
-    from engage.tracking import Drainer, PipelineRun, Spool, resolve_tracking_uri
 
-    spec = loaded.spec
-    uri = resolve_tracking_uri(spec.tracking.tracking_uri, tracking_uri, home)
-    spool = Spool(home / "spool.db")
-    try:
-        tags = {"engage.pipeline": spec.name, "engage.kind": "plan"}
-        run = PipelineRun.start(
-            spool, uri, PLAN_EXPERIMENT, f"plan-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}",
-            tags, loaded.base_dir,
-        )  # fmt: skip
-        req = report.request
-        run.log_params(
-            {
-                "workers": ",".join(str(n) for n in req.workers),
-                "device": req.device.name,
-                "mode": req.mode,
-                "price": report.price,
-                "deadline_s": req.deadline_s,
-                "bandwidth_bytes_per_s": report.model.network.bandwidth,
-                "latency_s": report.model.network.latency,
-                "overlap": report.model.overlap,
-                "speed": report.model.speed,
-                **{f"source.{k}": v for k, v in report.sources.items()},
-            }
-        )
-        run.log_metric_events(_metric_events(report, Event))
-        run.log_artifacts(folder, "plan")
-        run.end("FINISHED")
-        drainer = Drainer(spool.path, in_process=True).start()
-        try:
-            drainer.flush(run.local_id, timeout_s=30.0)
-        finally:
-            drainer.stop(final_drain_s=2.0)
-        return run.run_id
-    finally:
-        spool.close()
+    req = report.request
+    params = {
+        "workers": ",".join(str(n) for n in req.workers),
+        "device": req.device.name,
+        "mode": req.mode,
+        "price": report.price,
+        "deadline_s": req.deadline_s,
+        "bandwidth_bytes_per_s": report.model.network.bandwidth,
+        "latency_s": report.model.network.latency,
+        "overlap": report.model.overlap,
+        "speed": report.model.speed,
+        **{f"source.{k}": v for k, v in report.sources.items()},
+    }
+    return log_report_run(
+        loaded,
+        experiment=PLAN_EXPERIMENT,
+        kind="plan",
+        params=params,
+        events=_metric_events(report, Event),
+        folder=folder,
+        tracking_uri=tracking_uri,
+        home=home,
+    )
 
 
 def _metric_events(report: Any, event: Any) -> list[Any]:

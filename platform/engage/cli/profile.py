@@ -2,20 +2,25 @@
 
 Measures each stage alone (model, loader from storage and from cache, preprocessing),
 prints the verdict (storage-, preprocessing- or compute-bound) with each remedy's predicted
-speedup, and saves ``profile.json`` and ``profile.svg``.
+speedup, saves ``profile.json`` and ``profile.svg``, and logs the profile as an MLflow run
+in the ``engage-profiles`` experiment (as ``engage plan`` logs its plan).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich import box
 from rich.table import Table
 
 from engage.cli.console import guarded, out
-from engage.cli.options import SetOption
+from engage.cli.options import HomeOption, SetOption, TrackingOption
+
+PROFILE_EXPERIMENT = "engage-profiles"
+"""The MLflow experiment profiles are logged in (kept apart from the training runs)."""
 
 
 def _stages_table(times) -> Table:
@@ -63,10 +68,14 @@ def profile(
             "--output", "-o", help="Folder for profile.json/.svg; default ./profile-NAME."
         ),
     ] = None,
+    track: Annotated[bool, typer.Option(help="Log the profile as an MLflow run.")] = True,
+    tracking_uri: TrackingOption = None,
+    home: HomeOption = None,
 ) -> None:
     """Profile a job's input pipeline: verdict, stage times and predicted remedy speedups."""
 
     def _body() -> None:
+        from engage import env_vars
         from engage.profiler import parse_bandwidth, profile_job
         from engage.runtime import prepare_data
         from engage.spec import load_spec
@@ -82,7 +91,58 @@ def profile(
             f"[bold]{report.verdict}[/]: predicted step {t.step * 1000:.1f} ms, stalled on data "
             f"{t.stall_ratio:.0%} of it. {report.advice}"
         )
-        js, svg = report.save(output or Path(f"profile-{loaded.spec.name}"))
+        folder = output or Path(f"profile-{loaded.spec.name}")
+        js, svg = report.save(folder)
         out.print(f"saved {js} and {svg}")
+        if track:
+            knobs = {"steps": steps, "bandwidth": bandwidth}
+            run_id = log_profile(
+                loaded, report, folder, knobs, tracking_uri, env_vars.engage_home(home)
+            )
+            out.print(f"logged as MLflow run {run_id} (experiment {PROFILE_EXPERIMENT})")
 
     guarded(_body)
+
+
+def log_profile(
+    loaded: Any,
+    report: Any,
+    folder: Path,
+    knobs: Mapping[str, Any],
+    tracking_uri: str | None,
+    home: Path,
+) -> str:
+    """Log ``report`` as an MLflow run in :data:`PROFILE_EXPERIMENT`: the spec's name and
+    the profile's knobs as parameters, the measured throughputs and predicted speedups as
+    metrics, the verdict as a tag, and ``folder`` (profile.json, profile.svg) as artifacts.
+
+    Parameters
+    ----------
+    knobs
+        The command's options (``steps``, ``bandwidth`` as given), logged as parameters.
+
+    Returns
+    -------
+    str
+        The MLflow run id.
+
+    Raises
+    ------
+    TrackingError
+        The spool cannot be written.
+    """
+    from engage.cli.report_run import log_report_run
+    from engage.events import Event
+
+    events = [Event("metric", k, float(v), 0) for k, v in report.metrics().items()]
+    return log_report_run(
+        loaded,
+        experiment=PROFILE_EXPERIMENT,
+        kind="profile",
+        params={**report.params(), **knobs},
+        events=events,
+        folder=folder,
+        tracking_uri=tracking_uri,
+        home=home,
+        tags={"engage.profile.verdict": report.verdict},
+    )

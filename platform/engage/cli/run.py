@@ -28,6 +28,18 @@ def validate(
         if not data:
             out.print(f"[green]✓[/] {file}: valid spec for pipeline '{loaded.spec.name}'")
             return
+        from engage.data.simulator import slice_note, validation_slice
+
+        sliced = validation_slice(loaded.spec.data)  # a simulation: checked, not generated
+        if sliced is not None:
+            from engage.data import prepare
+
+            rows = prepare(sliced, loaded.base_dir).fingerprint.rows
+            out.print(
+                f"[green]✓[/] {file}: valid spec for pipeline '{loaded.spec.name}'; data OK on "
+                f"{slice_note(sliced, loaded.spec.data, rows)}"
+            )
+            return
         from engage.runtime import prepare_data
 
         prepared = prepare_data(loaded)

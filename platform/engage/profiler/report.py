@@ -63,10 +63,48 @@ class ProfileReport:
             "predicted_step": self.times.step,
             "predicted_stall_ratio": self.times.stall_ratio,
             "remedies": [
-                {"name": r.name, "speedup": r.speedup, "note": r.note, "config": vars(r.config)}
+                {
+                    "name": r.name,
+                    "key": r.key,
+                    "speedup": r.speedup,
+                    "note": r.note,
+                    "config": vars(r.config),
+                }
                 for r in self.remedies
             ],
         }
+
+    def params(self) -> dict[str, Any]:
+        """What the profile was measured with (the MLflow run's parameters)."""
+        t = self.times
+        return {
+            "pipeline": self.name,
+            "batch": t.batch,
+            "cores": t.cores,
+            "free_cpus": t.free_cpus,
+            "bandwidth_bytes_per_s": t.bandwidth,
+        }
+
+    def metrics(self) -> dict[str, float]:
+        """Each stage's measured throughput (samples/s), the predicted step and stall ratio,
+        and each remedy's predicted speedup (``profile_speedup_<key>``), for MLflow."""
+        t = self.times
+        per_step = {
+            "storage": (t.storage, t.batch),
+            "cache": (t.cache, t.batch),
+            "preprocess": (t.preprocess, t.batch),
+            "preprocess_gpu": (t.preprocess_gpu, t.batch),
+            "compute": (t.compute, t.batch),
+            "compute_double_batch": (t.compute_large, 2 * t.batch),
+        }
+        out = {
+            f"profile_{stage}_samples_per_s": samples / seconds
+            for stage, (seconds, samples) in per_step.items()
+            if seconds  # a stage that did not run (no preprocessing, no GPU) has no rate
+        }
+        out |= {"profile_step_seconds": t.step, "profile_stall_ratio": t.stall_ratio}
+        out |= {f"profile_speedup_{r.key}": r.speedup for r in self.remedies if r.speedup}
+        return out
 
     def save(self, folder: Path) -> tuple[Path, Path]:
         """Write ``profile.json`` and ``profile.svg`` under ``folder``; return their paths."""

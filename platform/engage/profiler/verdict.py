@@ -89,12 +89,16 @@ class Remedy:
         Predicted samples/s over the default pipeline's; ``None`` when it does not apply.
     note : str
         Why, in a few words.
+    key : str
+        A name that does not change with the machine (``loader_workers``, ``cache``,
+        ``gpu_preprocess``, ``double_batch``, ``faster_storage``), for metric names.
     """
 
     name: str
     config: LoaderConfig
     speedup: float | None
     note: str
+    key: str = ""
 
 
 def classify(t: StageTimes) -> str:
@@ -128,12 +132,14 @@ def remedies(t: StageTimes, preprocess: bool = True) -> list[Remedy]:
             LoaderConfig("storage", workers, base.preprocess, t.batch, t.bandwidth),
             now / overlapped,
             "loads and preprocesses beside the training step",
+            "loader_workers",
         ),
         Remedy(
             "cache decoded windows",
             LoaderConfig("cache", 0, base.preprocess, t.batch, t.bandwidth),
             now / (t.cache + t.preprocess + t.compute),
             "reads storage once, then serves windows from memory",
+            "cache",
         ),
         Remedy(
             "preprocess on the GPU",
@@ -142,12 +148,14 @@ def remedies(t: StageTimes, preprocess: bool = True) -> list[Remedy]:
             "no GPU here"
             if t.preprocess_gpu is None
             else "window operators run as torch on the GPU",
+            "gpu_preprocess",
         ),
         Remedy(
             "double the batch",
             LoaderConfig("storage", 0, base.preprocess, 2 * t.batch, t.bandwidth),
             (now / t.batch) / larger,
             "amortises per-step overhead of the model",
+            "double_batch",
         ),
         Remedy(
             f"{FASTER_STORAGE:g}x faster storage",
@@ -162,8 +170,9 @@ def remedies(t: StageTimes, preprocess: bool = True) -> list[Remedy]:
             "storage read at full speed already"
             if not t.bandwidth
             else "reads take a quarter of the time",
+            "faster_storage",
         ),
     ]
     if not preprocess:
-        out = [r for r in out if r.name != "preprocess on the GPU"]
+        out = [r for r in out if r.key != "gpu_preprocess"]
     return sorted(out, key=lambda r: -(r.speedup or 0.0))

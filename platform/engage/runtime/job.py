@@ -2,11 +2,12 @@
 
 :meth:`Job.run` is a template method (as Flower's ``Strategy`` or Ray Train's trainers):
 it opens the tracking spool and its drainer, runs the kind's data stage before anything
-exists (bad input creates nothing), opens the MLflow run through the spool, enters Ray,
-starts the live monitor, wires the job's sinks in one named order (:class:`~engage.runtime.context.JobSinks`),
-times every stage, reports the stage timings and training health, ends the run
-``FINISHED``, ``FAILED`` or ``KILLED`` on success, failure and interrupt alike, and
-drains. A kind only supplies its stages:
+exists (bad input creates nothing), opens the MLflow run through the spool, enters Ray
+(unless the kind declares ``needs_cluster = False``), starts the live monitor, wires the
+job's sinks in one named order (:class:`~engage.runtime.context.JobSinks`), times every
+stage, reports the stage timings and training health, ends the run ``FINISHED``,
+``FAILED`` or ``KILLED`` on success, failure and interrupt alike, and drains. A kind
+only supplies its stages:
 
 =====================  =============================================================
 hook                   what the kind does there
@@ -110,6 +111,9 @@ class Job(ABC, Generic[D, T]):
 
     name: ClassVar[str]
     labels: ClassVar[Mapping[str, str]] = MappingProxyType({"stage": "driver"})
+    #: Whether the kind's stages use Ray; a kind that trains in this process sets False,
+    #: and the template then enters no Ray session (no stage ``ray``, no cluster start).
+    needs_cluster: ClassVar[bool] = True
 
     def __init__(
         self, loaded: LoadedSpec, options: RunOptions, observer: Observer | None = None
@@ -197,7 +201,8 @@ class Job(ABC, Generic[D, T]):
             with timer.stage("data", self.data_detail()):
                 data = self.prepare()
             # Before the run exists: a typo in the address leaves no FAILED run behind.
-            preflight(resolve_address(self.options.address))
+            if self.needs_cluster:
+                preflight(resolve_address(self.options.address))
             self.preflight()
             ctx = JobContext(self.loaded, self.options, spool, drainer, bus, timer, data)
             ctx.run = open_run(self.loaded, data, spool, self.options)
@@ -233,10 +238,12 @@ class Job(ABC, Generic[D, T]):
         return logged, metrics
 
     def _in_ray(self, ctx: JobContext[D]) -> dict[str, float]:
-        """Enter Ray, start the monitor, wire its sinks, train and evaluate, leave Ray."""
+        """Enter Ray (when the kind :attr:`needs_cluster`), start the monitor, wire its
+        sinks, train and evaluate, leave Ray."""
         address = self.options.address
-        with ctx.stage("ray", "starting Ray" if not address else f"joining {address}"):
-            ctx.session = enter_ray(self.options, self.serve_after())
+        if self.needs_cluster:
+            with ctx.stage("ray", "starting Ray" if not address else f"joining {address}"):
+                ctx.session = enter_ray(self.options, self.serve_after())
         try:
             # The monitor starts once Ray is up: the drainer has had Ray's start-up to create
             # the MLflow run, so the job's series, discovery file, events and alerts carry the
@@ -254,7 +261,8 @@ class Job(ABC, Generic[D, T]):
             with ctx.stage("evaluate"):
                 return self.evaluate(ctx, trained)
         finally:
-            ctx.session.close()
+            if ctx.session is not None:
+                ctx.session.close()
 
     def _conclude(
         self, ctx: JobContext[D], logged: Logged, metrics: dict[str, float]

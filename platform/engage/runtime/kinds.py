@@ -1,6 +1,6 @@
 """The job kinds' registry: which :class:`~engage.runtime.job.Job` subclass runs a spec.
 
-runtime picks a kind from the spec (the first kind section the spec sets, else
+runtime picks a kind from the spec (the one kind section the spec sets, else
 ``"pipeline"``) and imports the module that registers it by name, here and only here, so
 runtime never imports a kind's package (no import circle with ``engage.federated``).
 
@@ -12,7 +12,8 @@ How a later kind plugs in (a tuning, adaptive-sampling or profiling job):
    ``@JOB_KINDS.register()`` and with ``name = "tuning"``;
 2. a spec section (``tuning:``) in :mod:`engage.spec.models`;
 3. one row each in :data:`KIND_MODULES` (``"tuning": "engage.tuning.job"``) and
-   :data:`SECTION_KINDS` (``("tuning", "tuning")``).
+   :data:`engage.spec.checks.SECTION_KINDS` (``("tuning", "tuning")``), which the spec
+   checks read to refuse a spec with two kind sections.
 
 ``engage run`` then runs every spec with that section as the new kind, with the same
 run, Ray session, monitor, sinks, stage timings and end status as every other kind.
@@ -27,6 +28,7 @@ from engage.registry import Registry
 from engage.runtime.job import Job, Observer, PipelineResult
 from engage.runtime.options import RunOptions
 from engage.spec import LoadedSpec, PipelineSpec
+from engage.spec.checks import SECTION_KINDS  # (spec section, kind), one per spec
 
 #: Every job kind, by name; a kind's module adds its class with ``@JOB_KINDS.register()``.
 JOB_KINDS: Registry[type[Job]] = Registry("job kind", EngageError)
@@ -39,18 +41,12 @@ KIND_MODULES: dict[str, str] = {
     "adaptive": "engage.train.adaptive.job",
 }
 
-#: ``(spec section, kind)``: the first section a spec sets picks the kind.
-SECTION_KINDS: tuple[tuple[str, str], ...] = (
-    ("federated", "federated"),
-    ("tune", "tuning"),
-    ("adaptive", "adaptive"),
-)
-
 DEFAULT_KIND = "pipeline"
 
 
 def kind_of(spec: PipelineSpec) -> str:
-    """The job kind that runs ``spec``: the first kind section it sets, else ``"pipeline"``."""
+    """The job kind that runs ``spec``: the kind section it sets (a loaded spec sets one at
+    most), else ``"pipeline"``."""
     for section, kind in SECTION_KINDS:
         if getattr(spec, section, None) is not None:
             return kind

@@ -1,4 +1,6 @@
-"""Semantic checks that need more than the pydantic models: registries and metric names.
+"""Semantic checks that need more than the pydantic models: registries, metric names, one
+job-kind section at most, and a ``tune`` search space whose every end and choice is a valid
+change of the spec (so ``engage validate`` reports what ``engage run`` would).
 
 They run after the spec has validated, so they can rely on its types. Each check returns
 :class:`~engage.spec.locate.Problem` items; the loader locates them and raises one
@@ -8,37 +10,135 @@ dataset) run later and use :meth:`LoadedSpec.error` instead.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ValidationError
 
 from engage.data.preprocess.plan import preprocess_problems
+from engage.errors import SpecError
 from engage.spec.explain import problems_from_validation, show
-from engage.spec.locate import Problem
+from engage.spec.locate import Problem, dotted
 from engage.spec.models import PipelineSpec
+from engage.spec.overrides import apply_overrides
+from engage.spec.tune_space import corners, override_text, reserved
 from engage.train.builders import MODEL_BUILDERS
 from engage.train.metrics import task_metrics
 
 _GATE = ("tracking", "registration", "gate")
 
+#: ``(spec section, job kind)``: a spec sets at most one; none runs the ``pipeline`` kind
+#: (:mod:`engage.runtime.kinds` picks the kind from this table).
+SECTION_KINDS: tuple[tuple[str, str], ...] = (
+    ("federated", "federated"),
+    ("tune", "tuning"),
+    ("adaptive", "adaptive"),
+)
 
-def check_spec(spec: PipelineSpec) -> list[Problem]:
+
+def check_spec(spec: PipelineSpec, raw: dict[str, Any] | None = None) -> list[Problem]:
     """Every semantic problem of a validated spec; empty when it is sound.
 
     Parameters
     ----------
     spec
         A spec that passed pydantic validation.
+    raw
+        The mapping ``spec`` was validated from (YAML with the ``--set`` overrides
+        applied); the ``tune.space`` check applies each trial's override to it. None: the
+        spec's own dump of the fields that were set.
 
     Returns
     -------
     list of Problem
-        Problems with the model builder and its parameters, then with the gate.
+        Problems with the model builder and its parameters, the preprocessing, the gate,
+        the precision, the job-kind sections and the tuning search.
     """
+    return [*_semantic(spec), *check_kinds(spec), *check_tune(spec, raw)]
+
+
+def _semantic(spec: PipelineSpec) -> list[Problem]:
+    """The checks a tuning trial's spec must pass too (the search itself is shared)."""
     return [
         *check_model(spec),
         *preprocess_problems(spec.data),
         *check_gate(spec),
         *check_precision(spec),
     ]
+
+
+def check_kinds(spec: PipelineSpec) -> list[Problem]:
+    """At most one job-kind section (``federated``, ``tune``, ``adaptive``) is set.
+
+    Refused rather than run as the first one: a spec with two would silently ignore the
+    other, and the run would not be the job the user described.
+    """
+    found = [s for s, _ in SECTION_KINDS if getattr(spec, s, None) is not None]
+    if len(found) < 2:
+        return []
+    both = f"both {found[0]} and {found[1]}" if len(found) == 2 else ", ".join(found)
+    kinds = ", ".join(f"{kind} ({section}:)" for section, kind in SECTION_KINDS)
+    return [
+        Problem(
+            (found[-1],),
+            f"got {both}; a spec runs as one job kind: {kinds}, or pipeline (none of "
+            "them); keep one of these sections",
+        )
+    ]
+
+
+def epoch_metrics(task: str) -> list[str]:
+    """The metrics every training epoch reports for ``task``: tuning trials compare on one."""
+    return ["train_loss", *(m for m in task_metrics(task) if m.startswith("val_"))]
+
+
+def check_tune(spec: PipelineSpec, raw: dict[str, Any] | None = None) -> list[Problem]:
+    """``tune.metric`` is an epoch metric, and every ``tune.space`` key is a spec field
+    that takes both ends of its range and every choice (as ``--set`` would give it).
+
+    ``raw`` is the mapping the spec was validated from (see :func:`check_spec`).
+    """
+    tune = spec.tune
+    if tune is None:
+        return []
+    problems = []
+    valid = epoch_metrics(spec.data.task)
+    if tune.metric not in valid:
+        problems.append(
+            Problem(
+                ("tune", "metric"),
+                f"got {tune.metric!r}; expected a metric every {spec.data.task} epoch "
+                "reports: " + ", ".join(valid),
+            )
+        )
+    base = raw if raw is not None else spec.model_dump(mode="json", exclude_unset=True)
+    for key, param in tune.space.items():
+        where = ("tune", "space", key)
+        if reserved(key):
+            shared = "expected a field outside tune and name (trials share those)"
+            problems.append(Problem(where, f"got {key!r}; {shared}"))
+            continue
+        for value in corners(param):
+            if why := _trial_problem(base, key, value):
+                change = override_text(key, value)
+                problems.append(Problem(where, f"{change} is not a valid spec change: {why}"))
+                break
+    return problems
+
+
+def _trial_problem(raw: dict[str, Any], key: str, value: Any) -> str:
+    """What is wrong with the spec a trial drawing ``value`` for ``key`` makes ("" if
+    nothing): validated and checked as :func:`check_spec` does, less the search itself
+    (a key under ``federated`` or ``adaptive`` would make the trial a second job kind)."""
+    text = override_text(key, value)
+    try:
+        trial_raw = apply_overrides(raw, [text])
+        trial = PipelineSpec.model_validate(trial_raw)
+        found = [*_semantic(trial), *check_kinds(trial)]
+    except SpecError as exc:  # a path through a value that is not a mapping or list
+        return exc.message.removeprefix(f"--set {text}: ")
+    except ValidationError as exc:
+        found = problems_from_validation(exc, trial_raw, PipelineSpec)
+    return "; ".join(f"{dotted(p.path)}: {p.text}" for p in found)
 
 
 def check_model(spec: PipelineSpec) -> list[Problem]:

@@ -155,7 +155,7 @@ def _parse(
     except ValidationError as exc:
         raise locator.error(problems_from_validation(exc, raw, PipelineSpec)) from None
     spec = _import_model_module(spec, base_dir, locator)
-    problems = check_spec(spec)
+    problems = check_spec(spec, raw)
     if problems:
         raise locator.error(problems)
     return LoadedSpec(

@@ -1,4 +1,4 @@
-"""The tuning search space: dotted spec fields, checked like --set before any run exists."""
+"""The tuning search space: dotted spec fields, checked like --set when the spec loads."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from engage.errors import SpecError
 from engage.runtime.kinds import kind_of
 from engage.spec import parse_spec
 from engage.train.tuning.search import (
-    check_space,
     corners,
     describe,
     epoch_metrics,
@@ -74,10 +73,8 @@ def test_a_trial_spec_is_the_spec_with_the_drawn_values() -> None:
 
 
 def test_a_bad_path_in_the_space_is_the_set_error_located_at_its_entry() -> None:
-    loaded = _spec("    train.lrr: {type: uniform, low: 0.1, high: 0.2}\n")
-
     with pytest.raises(SpecError) as caught:
-        check_space(loaded, loaded.spec.tune)
+        _spec("    train.lrr: {type: uniform, low: 0.1, high: 0.2}\n")
 
     message = caught.value.message
     assert "tuned.yaml:13" in message
@@ -87,28 +84,22 @@ def test_a_bad_path_in_the_space_is_the_set_error_located_at_its_entry() -> None
 
 
 def test_a_range_end_the_field_refuses_is_refused_before_any_run() -> None:
-    loaded = _spec("    train.epochs: {type: int, low: 0, high: 4}\n")
-
     with pytest.raises(SpecError) as caught:
-        check_space(loaded, loaded.spec.tune)
+        _spec("    train.epochs: {type: int, low: 0, high: 4}\n")
 
     assert "train.epochs=0" in caught.value.message
     assert "expected >= 1" in caught.value.message
 
 
 def test_a_choice_of_an_unknown_builder_param_is_refused() -> None:
-    loaded = _spec("    model.params.hiden: {type: choice, values: [8, 16]}\n")
-
     with pytest.raises(SpecError, match="did you mean 'hidden'"):
-        check_space(loaded, loaded.spec.tune)
+        _spec("    model.params.hiden: {type: choice, values: [8, 16]}\n")
 
 
 @pytest.mark.parametrize("key", ["tune.num_samples", "name"])
 def test_the_space_may_not_change_the_search_itself(key: str) -> None:
-    loaded = _spec(f"    {key}: {{type: int, low: 2, high: 4}}\n")
-
     with pytest.raises(SpecError, match="expected a field outside tune and name"):
-        check_space(loaded, loaded.spec.tune)
+        _spec(f"    {key}: {{type: int, low: 2, high: 4}}\n")
 
 
 @pytest.mark.parametrize(
@@ -137,13 +128,11 @@ def test_the_objective_defaults_to_val_loss_and_follows_the_metric_direction() -
 
 
 def test_a_metric_epochs_do_not_report_is_refused_with_the_valid_ones() -> None:
-    loaded = _spec(
-        "    train.learning_rate: {type: uniform, low: 0.001, high: 0.01}\n",
-        "  metric: test_accuracy\n",
-    )
-
     with pytest.raises(SpecError) as caught:
-        objective(loaded)
+        _spec(
+            "    train.learning_rate: {type: uniform, low: 0.001, high: 0.01}\n",
+            "  metric: test_accuracy\n",
+        )
 
     assert "tune.metric" in caught.value.message
     assert "val_accuracy" in caught.value.message

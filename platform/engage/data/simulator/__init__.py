@@ -3,7 +3,8 @@
 A :class:`Scenario` is a point of :data:`SCENARIO_SPACE` (household size, insulation,
 climate, heating, sensor quality, fault rates, ...). :func:`simulate` turns a scenario and a
 seed into a frame of sensors and labels; :func:`write_shards` streams a large simulation to
-Parquet shards in parallel Ray tasks and :func:`read_shards` opens them as a Ray Dataset.
+Parquet shards in parallel Ray tasks and :func:`read_shards` opens them as a Ray Dataset;
+:func:`validation_slice` is the few households and days ``engage validate`` checks instead.
 See docs/simulator.md for every parameter and the realism checks.
 """
 
@@ -17,6 +18,7 @@ from engage.data.simulator.generate import (
 )
 from engage.data.simulator.labels import LABELS
 from engage.data.simulator.routines import ACTIVITIES
+from engage.data.simulator.sample import slice_note, validation_slice
 from engage.data.simulator.shards import ShardReport, ensure_shards, read_shards, write_shards
 from engage.data.simulator.space import SCENARIO_SPACE, Parameter, Scenario
 
@@ -35,5 +37,7 @@ __all__ = [
     "read_shards",
     "simulate",
     "simulate_block",
+    "slice_note",
+    "validation_slice",
     "write_shards",
 ]

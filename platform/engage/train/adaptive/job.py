@@ -1,10 +1,12 @@
 """The adaptive-sampling job, kind ``"adaptive"``: simulate where the model is weakest.
 
 :class:`AdaptiveJob` supplies the stages of a spec with an ``adaptive`` section to the job
-template (:class:`engage.runtime.job.Job`), which opens the run, enters Ray, starts the
-monitor, wires the sinks and ends the run as for every kind. Its data stage simulates the
-broad held-out test set (a Latin hypercube of scenarios over the whole space, the run's
-dataset). Its train stage runs :func:`engage.train.adaptive.loop.run_rounds`; each round
+template (:class:`engage.runtime.job.Job`), which opens the run, starts the monitor, wires
+the sinks and ends the run as for every kind; it declares ``needs_cluster = False``, so
+the template starts no Ray session for it (everything runs in this process). Its data
+stage simulates the broad held-out test set (a Latin hypercube of scenarios over the
+whole space, the run's dataset). Its train stage runs
+:func:`engage.train.adaptive.loop.run_rounds`; each round
 is a child MLflow run with the scenarios chosen (``round.json``: parameters, unit points,
 seeds, acquisition scores), the round's data fingerprint (tag and dataset digest) and its
 test metrics, and the job's run gets each round's metrics with the round as step
@@ -50,6 +52,9 @@ class AdaptiveJob(Job[AdaptiveData, "tuple[list[RoundResult], Ensemble]"]):
     """Adaptive sampling of the simulator: rounds of choose, simulate, retrain, test."""
 
     name = "adaptive"
+    # The rounds simulate and train their ensemble in this process and submit no Ray work
+    # (a TorchTrainer per member would cost more start-up than the training): no cluster.
+    needs_cluster = False
 
     def __init__(
         self, loaded: LoadedSpec, options: RunOptions, observer: Observer | None = None

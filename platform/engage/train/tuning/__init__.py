@@ -5,6 +5,6 @@ A spec with a ``tune`` section runs as :class:`~engage.train.tuning.job.TuningJo
 Importing this package imports neither Ray nor torch.
 """
 
-from engage.train.tuning.search import check_space, objective, trial_overrides, trial_spec
+from engage.train.tuning.search import objective, trial_overrides, trial_spec
 
-__all__ = ["check_space", "objective", "trial_overrides", "trial_spec"]
+__all__ = ["objective", "trial_overrides", "trial_spec"]

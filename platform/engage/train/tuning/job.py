@@ -1,11 +1,12 @@
 """The tuning job, kind ``"tuning"``: Ray Tune over spec fields, then the best retrained.
 
 :class:`TuningJob` is the centralised pipeline (:class:`~engage.runtime.pipeline.PipelineJob`)
-with a search in front of its train stage. Its data stage also checks the search space
-(every range end and choice must be a valid ``--set`` of the spec) and the metric, before
-any run exists. Its train stage runs the trials (stage ``tune``: each one worker in its
-own Ray Tune actor, reporting every epoch, ASHA stopping poor ones; each trial an MLflow
-child run and a monitored job), logs the trial table and best configuration to the run,
+with a search in front of its train stage. The search space (every range end and choice
+must be a valid ``--set`` of the spec) and the metric are checked when the spec loads, so
+``engage validate`` reports them too. Its train stage runs the trials (stage ``tune``:
+each one worker in its own Ray Tune actor, reporting every epoch, ASHA stopping poor
+ones; each trial an MLflow child run and a monitored job), logs the trial table and best
+configuration to the run,
 then retrains the best configuration with the normal Ray Train stage (stage
 ``retrain``); evaluation, export, registration behind the gate and the optional deploy
 are the pipeline's, on that best spec. ``stage_train_seconds`` holds both inner stages.
@@ -27,7 +28,6 @@ from engage.spec import LoadedSpec
 from engage.spec.models import TuneSpec
 from engage.train.tuning.runner import SearchOutcome, run_search
 from engage.train.tuning.search import (
-    check_space,
     describe,
     objective,
     touches_data,
@@ -61,22 +61,15 @@ class TuningJob(PipelineJob):
         assert self.loaded.spec.tune is not None
         return self.loaded.spec.tune
 
-    def data_detail(self) -> str:
-        """The data stage also checks the search space."""
-        return "loading the data and checking the search space"
-
     def prepare(self) -> PreparedData:
-        """Check the search space and metric, then load, check, window and split the data.
+        """Load, check, window and split the data; the search space and metric were
+        checked when the spec loaded (:func:`engage.spec.checks.check_tune`).
 
         Raises
         ------
-        SpecError
-            A ``tune.space`` entry the spec refuses at one of its ends or choices, or a
-            ``tune.metric`` the task's epochs do not report; located in the spec file.
         DataError
             The data is missing, malformed or too small.
         """
-        check_space(self.loaded, self.tune)
         self.metric, self.mode = objective(self.loaded)
         return super().prepare()
 

@@ -3,44 +3,37 @@
 A ``tune.space`` key is a dotted spec path, exactly as ``--set`` takes it, so a trial's
 spec is the user's spec re-parsed with one override per drawn value
 (:func:`trial_spec`): a bad path or a value the field refuses is the same located error
-``--set`` gives. :func:`check_space` tries every range's ends and every choice before
-any run exists, so such an error comes before anything is started, located at the
-``tune.space`` entry in the file. Importing this module does not import Ray;
-:func:`tune_space` does, when the search starts.
+``--set`` gives. The spec checks (:func:`engage.spec.checks.check_tune`) try every
+range's ends and every choice, and the ``tune.metric``, when the spec loads, so such an
+error comes from ``engage validate`` as from ``engage run``, before anything is started,
+located at the ``tune.space`` entry in the file. Importing this module does not import
+Ray; :func:`tune_space` does, when the search starts.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import yaml
-
-from engage.errors import SpecError
 from engage.spec import LoadedSpec, parse_spec
+from engage.spec.checks import epoch_metrics
 from engage.spec.models import SearchParam, TuneSpec
+from engage.spec.tune_space import corners, override_text, plain
 from engage.train.metrics import task_metrics
 
-_OVERRIDE_PREFIX = "--set "
-
-
-def plain(value: Any) -> Any:
-    """``value`` as a plain Python value (a searcher may hand numpy scalars)."""
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    item = getattr(value, "item", None)
-    return item() if callable(item) and not isinstance(value, str | bytes) else value
-
-
-def override_text(path: str, value: Any) -> str:
-    """``path=value`` with the value written as YAML, so ``--set`` parsing gives it back.
-
-    PyYAML reads ``1e-05`` as a string; ``yaml.safe_dump`` writes ``1.0e-05``, which it
-    reads as the float.
-    """
-    text = yaml.safe_dump(plain(value), default_flow_style=True, width=math.inf)
-    return f"{path}={text.removesuffix('...' + chr(10)).strip()}"
+__all__ = [
+    "corners",
+    "describe",
+    "epoch_metrics",
+    "max_epochs",
+    "objective",
+    "override_text",
+    "plain",
+    "touches_data",
+    "trial_overrides",
+    "trial_spec",
+    "tune_space",
+]
 
 
 def trial_overrides(config: Mapping[str, Any]) -> list[str]:
@@ -76,70 +69,13 @@ def trial_spec(loaded: LoadedSpec, config: Mapping[str, Any]) -> LoadedSpec:
     )
 
 
-def corners(param: SearchParam) -> list[Any]:
-    """The values :func:`check_space` tries: a range's two ends, or every choice."""
-    if param.type == "choice":
-        return list(param.values or [])
-    assert param.low is not None  # the model checked both ends
-    assert param.high is not None
-    if param.type == "int":
-        return [int(param.low), int(param.high)]
-    return [param.low, param.high]
-
-
-def check_space(loaded: LoadedSpec, tune: TuneSpec) -> None:
-    """Every key of ``tune.space`` is a spec field that takes every end and choice.
-
-    Raises
-    ------
-    SpecError
-        Located at the ``tune.space`` entry: what was tried and what the field expects.
-    """
-    for key, param in tune.space.items():
-        if key in ("tune", "name") or key.startswith("tune."):
-            raise loaded.error(
-                ("tune", "space", key),
-                f"got {key!r}; expected a field outside tune and name (trials share those)",
-            )
-        for value in corners(param):
-            try:
-                trial_spec(loaded, {key: value})
-            except SpecError as exc:
-                raise loaded.error(("tune", "space", key), _why(exc, key, value)) from None
-
-
-def _why(exc: SpecError, key: str, value: Any) -> str:
-    """The override's message without its ``--set ...:`` prefix (the location replaces it)."""
-    text = exc.message
-    for line in text.splitlines():
-        if line.startswith(_OVERRIDE_PREFIX) and ": " in line:
-            text = line.split(": ", 1)[1]
-            break
-    return f"{override_text(key, value)} is not a valid spec change: {text}"
-
-
-def epoch_metrics(task: str) -> list[str]:
-    """The metrics every training epoch reports for ``task``: trials compare on one."""
-    return ["train_loss", *(m for m in task_metrics(task) if m.startswith("val_"))]
-
-
 def objective(loaded: LoadedSpec) -> tuple[str, str]:
     """The metric trials are compared on and its mode (``"min"`` or ``"max"``).
 
-    Raises
-    ------
-    SpecError
-        ``tune.metric`` is not an epoch metric of the task, located at that field.
+    The spec checks have made sure ``tune.metric`` is one every epoch reports.
     """
     tune, task = loaded.spec.tune, loaded.spec.data.task
     assert tune is not None  # only the tuning kind asks
-    valid = epoch_metrics(task)
-    if tune.metric not in valid:
-        raise loaded.error(
-            ("tune", "metric"),
-            f"got {tune.metric!r}; expected a metric every {task} epoch reports: "
-            + ", ".join(valid),
-        )
     if tune.mode is not None:
         return tune.metric, tune.mode
     return tune.metric, "max" if task_metrics(task)[tune.metric] == "maximize" else "min"
