@@ -72,6 +72,7 @@ def served(tmp_path_factory) -> Iterator[Served]:
     port = _free_port()
     sets = [
         "train.epochs=1",
+        "train.num_workers=1",  # the model to serve, not data-parallel training, is under test
         "data.source.days=7",
         "export.formats=[]",
         # trained and served by one `engage run`, on one Ray cluster (the managed head)
