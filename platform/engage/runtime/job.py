@@ -244,6 +244,8 @@ class Job(ABC, Generic[D, T]):
         if self.needs_cluster:
             with ctx.stage("ray", "starting Ray" if not address else f"joining {address}"):
                 ctx.session = enter_ray(self.options, self.serve_after())
+        elif given := resolve_address(address):  # --address or RAY_ADDRESS: say it is unused
+            ctx.message("note", f"{self.name} jobs train in this process; {given} is not used")
         try:
             # The monitor starts once Ray is up: the drainer has had Ray's start-up to create
             # the MLflow run, so the job's series, discovery file, events and alerts carry the

@@ -85,3 +85,17 @@ def test_a_pipeline_job_still_enters_ray_and_leaves_it(
     assert len(entered) == 1
     assert entered[0].closed
     assert seen["stages"] == {"ray", "train", "evaluate"}
+
+
+def test_an_address_given_to_an_adaptive_job_is_said_to_be_unused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    loaded = parse_spec(SPEC.replace("ADAPTIVE", "adaptive: {rounds: 1}"))
+    job = AdaptiveJob(loaded, RunOptions(home=tmp_path, address="127.0.0.1:6379"))
+    said: list[tuple[str, str]] = []
+    monkeypatch.setattr(JobContext, "message", lambda self, name, text: said.append((name, text)))
+
+    _, entered = _in_ray(job, monkeypatch, tmp_path)
+
+    assert entered == []
+    assert said == [("note", "adaptive jobs train in this process; 127.0.0.1:6379 is not used")]
