@@ -1,5 +1,6 @@
-"""Job: one job over time while it runs: step time, throughput, data-stall ratio, CPU and
-memory, with what its metrics endpoint says right now. Open with ``/job?run=RUN_ID``."""
+"""Job: one job over time while it runs: step time, throughput, data-stall ratio, the share
+of step time blocked on gradient all-reduce (runs that time it), CPU and memory, with what its
+metrics endpoint says right now. Open with ``/job?run=RUN_ID``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from engage.monitor.views import SERIES, JobDetail, job_detail, job_order, job_rows
+from engage.monitor.views.job import SHARES
 
 st.title("Job")
 
@@ -102,7 +104,7 @@ def _chart(part: pd.DataFrame, name: str) -> alt.Chart:
                 "value:Q",
                 title=unit,
                 scale=alt.Scale(zero=name != "memory"),
-                axis=alt.Axis(format=".0%") if name == "data stall" else alt.Axis(),
+                axis=alt.Axis(format=".0%") if name in SHARES else alt.Axis(),
             ),
             tooltip=["time:T", alt.Tooltip("value:Q", title=unit, format=".4g")],
         )

@@ -2,7 +2,9 @@
 
 Names follow Prometheus conventions (``engage_`` prefix, base units, ``_total`` for
 counters) with labels ``job``, ``run_id`` and, per worker, ``rank``. The MLflow metric key
-of each is the same name without the prefix.
+of each is the same name without the prefix, except the all-reduce families, whose step
+metrics (``allreduce_seconds``, ``allreduce_blocked_seconds``, ``allreduce_buckets``, from
+:mod:`engage.train.comm`) add up into ``_total`` counters.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from engage.events import Event
 
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-STALL_WINDOW_S = 60.0  # the data stall ratio covers this much recent training time
+STALL_WINDOW_S = 60.0  # the data stall and comm blocked ratios cover this much training time
 
 JOB = ("job", "run_id")
 WORKER = ("job", "run_id", "rank")
@@ -57,6 +59,33 @@ class JobMetrics:
         self.stall_ratio = Gauge(
             "engage_data_stall_ratio",
             f"Share of the last {STALL_WINDOW_S:g} s of steps spent waiting for data.",
+            JOB,
+            registry=r,
+        )
+        self.allreduce = Counter(
+            "engage_allreduce_seconds_total",
+            "Time in gradient all-reduce, summed over DDP buckets (overlapped or not).",
+            WORKER,
+            registry=r,
+        )
+        self.allreduce_blocked = Counter(
+            "engage_allreduce_blocked_seconds_total",
+            "Time a step waited on all-reduce after the backward pass handed over its last bucket.",
+            WORKER,
+            registry=r,
+        )
+        self.allreduce_buckets = Counter(
+            "engage_allreduce_buckets_total", "Gradient buckets all-reduced.", WORKER, registry=r
+        )
+        self.allreduce_overlap = Gauge(
+            "engage_allreduce_overlap_ratio",
+            "Share of the last step's all-reduce time hidden behind the backward pass (0-1).",
+            WORKER,
+            registry=r,
+        )
+        self.comm_blocked_ratio = Gauge(
+            "engage_comm_blocked_ratio",
+            f"Share of the last {STALL_WINDOW_S:g} s of steps spent blocked on gradient all-reduce.",
             JOB,
             registry=r,
         )
@@ -130,8 +159,10 @@ class JobMetrics:
             registry=r,
         )
         self._lock = threading.Lock()
-        self._window: deque[tuple[float, float, float]] = deque()  # (time, wait, compute)
-        self._window_wait = self._window_compute = 0.0  # running sums over the window
+        # (time, wait, compute, blocked on all-reduce): blocked time is part of compute time
+        self._window: deque[tuple[float, float, float, float]] = deque()
+        self._window_wait = self._window_compute = self._window_blocked = 0.0  # running sums
+        self._comm_seen = False  # the blocked ratio is exported only for jobs that time all-reduce
         self._cpu_seen: dict[str, float] = {}
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._starts = 0
@@ -140,7 +171,7 @@ class JobMetrics:
     # -- from events --------------------------------------------------------------------------
     def observe(self, events: Sequence[Event]) -> None:
         """Update the metrics from ``events`` (metric and lifecycle events; others are ignored),
-        then recompute the data-stall ratio over its window.
+        then recompute the data-stall and comm-blocked ratios over their window.
         """
         with self._lock:
             for event in events:
@@ -183,13 +214,20 @@ class JobMetrics:
 
     def _wait(self, labels: dict, seconds: float, at: float) -> None:
         self._child(self.data_wait, labels).inc(max(seconds, 0.0))
-        self._window.append((at, seconds, 0.0))
+        self._window.append((at, seconds, 0.0, 0.0))
         self._window_wait += seconds
 
     def _compute(self, labels: dict, seconds: float, at: float) -> None:
         self._child(self.compute, labels).inc(max(seconds, 0.0))
-        self._window.append((at, 0.0, seconds))
+        self._window.append((at, 0.0, seconds, 0.0))
         self._window_compute += seconds
+
+    def _blocked(self, labels: dict, seconds: float, at: float) -> None:
+        seconds = max(seconds, 0.0)
+        self._child(self.allreduce_blocked, labels).inc(seconds)
+        self._window.append((at, 0.0, 0.0, seconds))
+        self._window_blocked += seconds
+        self._comm_seen = True
 
     def _cpu_total(self, labels: dict, seconds: float, at: float) -> None:
         # Workers report their process's cumulative CPU time; the counter takes the increase.
@@ -219,15 +257,20 @@ class JobMetrics:
         # the window holds tens of thousands of entries and summing them cost more than the
         # training step (benchmarks/monitor_overhead.py).
         while self._window and self._window[0][0] < now - STALL_WINDOW_S:
-            _, w, c = self._window.popleft()
+            _, w, c, b = self._window.popleft()
             self._window_wait -= w
             self._window_compute -= c
-        if not self._window:
-            self._window_wait = self._window_compute = 0.0  # no float drift carried over
+            self._window_blocked -= b
+        if not self._window:  # no float drift carried over
+            self._window_wait = self._window_compute = self._window_blocked = 0.0
         wait = self._window_wait
         busy = wait + self._window_compute
         if busy > 0:
-            self.stall_ratio.labels(**self.labels).set(wait / busy)
+            self._child(self.stall_ratio, self.labels).set(wait / busy)
+            if self._comm_seen:
+                # Blocked time lies inside compute time, so the share is of the same busy time.
+                blocked = min(self._window_blocked, self._window_compute)
+                self._child(self.comm_blocked_ratio, self.labels).set(max(blocked, 0.0) / busy)
 
     # -- set directly by the job ---------------------------------------------------------------
     def set_stage(self, stage: str) -> None:
@@ -256,10 +299,18 @@ class JobMetrics:
             self.spool_lag.labels(**self.labels).set(lag_seconds)
 
 
+def _add(counter_name: str):
+    def handler(m: JobMetrics, labels: dict, value: float, at: float) -> None:
+        """Add ``value`` (never negative) to counter ``counter_name`` for the worker's ``labels``."""
+        m._child(getattr(m, counter_name), labels).inc(max(value, 0.0))
+
+    return handler
+
+
 def _set(gauge_name: str):
     def handler(m: JobMetrics, labels: dict, value: float, at: float) -> None:
         """Set gauge ``gauge_name`` for the worker's ``labels`` to ``value``."""
-        getattr(m, gauge_name).labels(**labels).set(value)
+        m._child(getattr(m, gauge_name), labels).set(value)
 
     return handler
 
@@ -273,5 +324,9 @@ _WORKER_HANDLERS = {
     "worker_resident_memory_bytes": _set("rss"),
     "gpu_utilization_ratio": _set("gpu_util"),
     "gpu_memory_used_bytes": _set("gpu_memory"),
+    "allreduce_seconds": _add("allreduce"),
+    "allreduce_blocked_seconds": JobMetrics._blocked,
+    "allreduce_buckets": _add("allreduce_buckets"),
+    "allreduce_overlap": _set("allreduce_overlap"),
 }
 _STAGES = ("data", "ray", "train", "evaluate", "register", "tracking")

@@ -74,6 +74,7 @@ def _m(minutes: float) -> float:
 ALL_RULES = (
     "EngageJobStalled",
     "EngageDataBound",
+    "EngageCommBound",
     "EngageLossNaN",
     "EngageLossDiverging",
     "EngageThroughputDrop",
@@ -104,6 +105,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             _s("engage_stall_threshold_seconds", "steady", [120.0] * 16),
             _s("engage_last_step_timestamp_seconds", "steady", [_m(i) - 3 for i in range(16)]),
             _s("engage_data_stall_ratio", "steady", [0.1, 0.12, 0.08, 0.29] * 4),
+            _s("engage_comm_blocked_ratio", "steady", [0.2, 0.35, 0.5, 0.1] * 4),
             _s("engage_loss", "steady", [1.0 / (1 + i) for i in range(16)], split="train"),
             _s("engage_loss", "steady", [0.9, 1.5, 2.5, 4.0] * 4, split="val"),
             _s("engage_samples_per_second", "steady", [100, 96, 104, 60, 99, 102, 97, 100] * 2),
@@ -143,6 +145,23 @@ SCENARIOS: tuple[Scenario, ...] = (
             Expect(_m(3), "EngageDataBound", ((_run("etl"), 0.45),)),
             Expect(_m(4), "EngageDataBound", ((_run("etl"), 0.5),)),
             Expect(_m(6), "EngageDataBound"),
+        ),
+    ),
+    Scenario(
+        "a comm-bound job fires after five minutes, bursts and a finished job do not",
+        (
+            _training("ring", 10),
+            _s("engage_comm_blocked_ratio", "ring", [0.2] + [0.6] * 6 + [0.7, 0.6, 0.6]),
+            _training("bursty", 10),
+            _s("engage_comm_blocked_ratio", "bursty", [0.2] + [0.9] * 4 + [0.3] + [0.9] * 4),
+            _training("finished", 10, until=4),
+            _s("engage_comm_blocked_ratio", "finished", [0.9] * 10),
+        ),
+        (
+            Expect(_m(5), "EngageCommBound"),  # above 0.5 since 1 min: pending for 4 min
+            Expect(_m(6), "EngageCommBound", ((_run("ring"), 0.6),)),
+            Expect(_m(7), "EngageCommBound", ((_run("ring"), 0.7),)),
+            Expect(_m(9), "EngageCommBound", ((_run("ring"), 0.6),)),
         ),
     ),
     Scenario(

@@ -37,6 +37,8 @@ Check = Callable[[SeriesBuffer, float], Vector]
 # The thresholds. A job's stall threshold is not here: it is MonitorSpec.stall_seconds,
 # exported per job as engage_stall_threshold_seconds.
 DATA_BOUND_RATIO = 0.3  # share of step time spent waiting for data
+COMM_BOUND_RATIO = 0.5  # share of step time blocked on gradient all-reduce...
+COMM_BOUND_FOR_S = 300.0  # ...for this long (a job warming up or checkpointing passes)
 LOSS_DIVERGENCE_FACTOR = 2.0  # train loss above this multiple of its recent minimum
 LOSS_WINDOW_S = 600.0  # ...over this window
 THROUGHPUT_DROP_RATIO = 0.5  # throughput below this share of its recent peak
@@ -128,6 +130,12 @@ def _data_bound(view: SeriesBuffer, now: float) -> Vector:
     ratio = max_by(view.instant("engage_data_stall_ratio", now))
     training = _training(view, now)
     return {k: r for k, r in ratio.items() if r > DATA_BOUND_RATIO and k in training}
+
+
+def _comm_bound(view: SeriesBuffer, now: float) -> Vector:
+    ratio = max_by(view.instant("engage_comm_blocked_ratio", now))
+    training = _training(view, now)
+    return {k: r for k, r in ratio.items() if r > COMM_BOUND_RATIO and k in training}
 
 
 def _loss_nan(view: SeriesBuffer, now: float) -> Vector:
@@ -261,6 +269,31 @@ RULES: tuple[AlertRule, ...] = (
         check=_data_bound,
         series=("engage_data_stall_ratio",),
         params={"ratio": DATA_BOUND_RATIO},
+    ),
+    AlertRule(
+        name="EngageCommBound",
+        severity="warning",
+        summary=(
+            'Training is blocked on gradient all-reduce {{ $value | printf "%.2f" }} of its '
+            "step time in " + _RUN
+        ),
+        description=(
+            f"For {_duration(COMM_BOUND_FOR_S)}, more than {COMM_BOUND_RATIO:.0%} of step time "
+            "over the last minute went to waiting for gradient all-reduce after the backward "
+            "pass: communication, not compute, limits throughput, and more workers will not "
+            "help. Compress gradients (train.comm.compression fp16, bf16 or powersgd), tune "
+            "train.comm.bucket_cap_mb, raise train.batch_size or train.grad_accumulation "
+            "(fewer all-reduces per sample), or use fewer workers; `engage plan SPEC` "
+            "predicts which pays."
+        ),
+        expr=(
+            f"max by (job, run_id) (engage_comm_blocked_ratio) > {COMM_BOUND_RATIO:g}\n"
+            f"and on (job, run_id) {_TRAINING}"
+        ),
+        for_seconds=COMM_BOUND_FOR_S,
+        check=_comm_bound,
+        series=("engage_comm_blocked_ratio",),
+        params={"ratio": COMM_BOUND_RATIO},
     ),
     AlertRule(
         name="EngageLossNaN",

@@ -287,6 +287,12 @@ class TrainSpec(StrictModel):
     comm: CommSpec | None = Field(
         None, description="gradient communication: compression hook, bucket size (unset: plain DDP)"
     )
+    activation_checkpointing: bool = Field(
+        False,
+        description="recompute each layer block's activations in backward instead of keeping "
+        "them: less memory per worker for about a third more compute (engage plan says when "
+        "a worker needs it)",
+    )
 
     @field_validator("resources_per_worker")
     @classmethod

@@ -33,6 +33,7 @@ from engage.errors import TrainingError
 from engage.events import HubTransport, Reporter
 from engage.monitor.resources import ResourceSampler
 from engage.spec.models import ModelSpec, TrainSpec
+from engage.train.activation_checkpointing import apply_activation_checkpointing
 from engage.train.builders import ModelShape, get_builder
 from engage.train.checkpoint import PAYLOAD
 from engage.train.comm import CommTimer, apply_comm, ddp_kwargs
@@ -99,6 +100,20 @@ def build_model(job: TrainJob) -> nn.Module:
     torch.manual_seed(job.train.seed)
     model = get_builder(job.model.name).build(job.shape, job.model.params)
     return model if job.task == "classification" else TargetScaled(model)
+
+
+def training_model(job: TrainJob) -> nn.Module:
+    """:func:`build_model`, with ``train.activation_checkpointing`` applied when the spec asks.
+
+    Raises
+    ------
+    SpecError
+        If checkpointing is asked for a model with no layer stack to checkpoint.
+    """
+    model = build_model(job)
+    if job.train.activation_checkpointing:
+        apply_activation_checkpointing(model, job.model.name)
+    return model
 
 
 def _all_reduce(t: torch.Tensor) -> torch.Tensor:
@@ -235,7 +250,7 @@ def make_worker(
     the default leaves it as it is, for a single process.
     """
     y = torch.from_numpy(data["train_y"])
-    model = build_model(job)
+    model = training_model(job)
     if isinstance(model, TargetScaled):
         model.fit(y)
     model = prepare(model)

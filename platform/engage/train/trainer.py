@@ -18,7 +18,7 @@ from typing import Any
 from engage.errors import ClusterError, EngageError, TrainingError
 from engage.events import EventPump
 from engage.train.checkpoint import CheckpointError, load_checkpoint
-from engage.train.loop import TrainJob, train_loop_per_worker
+from engage.train.loop import TrainJob, train_loop_per_worker, training_model
 
 _POLL_S = 0.25
 
@@ -71,6 +71,24 @@ def check_fits(job: TrainJob, cluster: dict[str, float]) -> None:
         )
 
 
+def check_model(job: TrainJob) -> None:
+    """Refuse up front, on the driver, a model the spec's training options cannot apply to
+    (activation checkpointing of a model with no layer stack), instead of on every worker.
+
+    The model is built on the meta device: no memory, whatever its size.
+
+    Raises
+    ------
+    SpecError
+        If ``train.activation_checkpointing`` is set and the model has nothing to checkpoint.
+    """
+    if job.train.activation_checkpointing:
+        import torch
+
+        with torch.device("meta"):
+            training_model(job)
+
+
 def _unwrap(exc: BaseException) -> EngageError | None:
     failures = getattr(exc, "worker_failures", None) or {}
     for failure in [*failures.values(), exc]:
@@ -121,6 +139,7 @@ def fit(
     from ray.train import CheckpointConfig, FailureConfig, RunConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
+    check_model(job)
     job = dataclasses.replace(job, checkpoint_root=str(Path(storage) / name))
     trainer = TorchTrainer(
         train_loop_per_worker,

@@ -133,13 +133,15 @@ def _running_job(client: Any, store: EventStore) -> str:
     """A job running in this very process (so it is not "lost"), with a firing alert.
 
     Its MLflow run has the per-step timings and resources of its last five minutes, the
-    data stall rising half-way: what the Job page draws while a job runs.
+    data stall rising half-way, and the all-reduce timing of a DDP job with ``train.comm``:
+    what the Job page draws while a job runs.
     """
     experiment = ensure_experiment(client, "still-training")
     start = _ago_ms(300)
     run = client.create_run(experiment, run_name="still-training", start_time=start)
     run_id = run.info.run_id
-    client.log_batch(run_id, metrics=_step_metrics(start, steps=150, stall_from=75))
+    metrics = _step_metrics(start, steps=150, stall_from=75, allreduce=True)
+    client.log_batch(run_id, metrics=metrics)
     sink = StoreSink(store, "still-training", run_id)
     sink.start(None)
     sink.stage("train")
@@ -149,8 +151,11 @@ def _running_job(client: Any, store: EventStore) -> str:
     return run_id
 
 
-def _step_metrics(start_ms: int, steps: int, stall_from: int | None) -> list:
-    """Rank 0's per-step timings and resources, as the training loop reports them."""
+def _step_metrics(
+    start_ms: int, steps: int, stall_from: int | None, allreduce: bool = False
+) -> list:
+    """Rank 0's per-step timings and resources, as the training loop reports them (with
+    ``allreduce``, the seconds in and blocked on all-reduce that train.comm timing adds)."""
     from mlflow.entities import Metric
 
     out, cpu = [], 0.0
@@ -164,6 +169,11 @@ def _step_metrics(start_ms: int, steps: int, stall_from: int | None) -> list:
             Metric("compute_seconds", compute, ts, step),
             Metric("samples", 64.0, ts, step),
         ]
+        if allreduce:
+            out += [
+                Metric("allreduce_seconds", 0.6 * compute, ts, step),
+                Metric("allreduce_blocked_seconds", 0.25 * compute, ts, step),
+            ]
         cpu += 1.6
         out += [
             Metric("worker_cpu_seconds", cpu, ts, step),

@@ -357,9 +357,12 @@ def test_job_page_draws_the_running_job_over_time(seeded: Seeded, open_page) -> 
         "Step",
         "Throughput",
         "Data-stall",
+        "All-reduce:",  # the seeded running job times DDP's all-reduce (train.comm)
         "CPU",
         "Memory",
     ]
+    shares = [s for s in _specs(at) if s.get("title", "").startswith(("Data-stall", "All-reduce"))]
+    assert [s["encoding"]["y"]["axis"]["format"] for s in shares] == [".0%", ".0%"]
 
 
 def test_job_page_puts_the_chosen_job_in_the_url_and_draws_a_finished_one_too(
@@ -370,7 +373,7 @@ def test_job_page_puts_the_chosen_job_in_the_url_and_draws_a_finished_one_too(
     at.selectbox(key="job_run").set_value(seeded.train_run).run()
     assert at.query_params["run"] == seeded.train_run  # /job?run=ID opens this job
     assert {m.label: m.value for m in at.metric}["state"] == "finished"
-    assert len(_charts(at)) == 5
+    assert len(_charts(at)) == 5  # no all-reduce chart: this run did not time it
 
 
 def test_job_page_opens_the_job_the_url_names(seeded: Seeded, monkeypatch) -> None:

@@ -64,6 +64,41 @@ def test_job_series_bins_steps_into_step_time_throughput_and_stall_ratio() -> No
     assert by["step time"].to_numpy() == pytest.approx(0.1)
     assert by["throughput"].to_numpy() == pytest.approx(320.0)  # 32 samples per 0.1 s
     assert by["data stall"].to_numpy() == pytest.approx(0.25)
+    assert "all-reduce" not in by  # a run without train.comm timing has no all-reduce series
+
+
+def test_job_series_shows_the_share_of_step_time_blocked_on_allreduce() -> None:
+    from engage.monitor.views.job import MAX_POINTS, SERIES, job_series
+
+    n = 3 * MAX_POINTS
+    history = {
+        "step_seconds": _points([0.1] * n),
+        "allreduce_blocked_seconds": _points([0.04] * n),
+    }
+
+    series = job_series(history)
+
+    blocked = series.loc[series["series"] == "all-reduce", "value"]
+    assert len(blocked) == MAX_POINTS
+    assert blocked.to_numpy() == pytest.approx(0.4)
+    order = list(dict.fromkeys(series["series"]))
+    assert order == [name for name in SERIES if name in order]
+
+
+def test_with_grad_accumulation_allreduce_joins_the_step_it_was_reported_with() -> None:
+    from engage.monitor.views.job import job_series
+
+    # Two batches per optimiser step: all-reduce only at steps 2, 4, 6, 8 (same timestamps).
+    steps = _points([0.1] * 8)
+    history = {
+        "step_seconds": steps,
+        "allreduce_blocked_seconds": steps.iloc[1::2].assign(value=0.05),
+    }
+
+    series = job_series(history)
+
+    blocked = series.loc[series["series"] == "all-reduce", "value"].tolist()
+    assert blocked == pytest.approx([0.0, 0.5] * 4)
 
 
 def test_job_series_turns_cumulative_cpu_into_cores_and_skips_a_restart() -> None:

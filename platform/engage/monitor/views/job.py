@@ -1,7 +1,8 @@
-"""The Job page: one job over time: step time, throughput, data stall, CPU and memory.
+"""The Job page: one job over time: step time, throughput, data stall, all-reduce, CPU, memory.
 
 Training workers report per-step timings (``step_seconds``, ``data_wait_seconds``,
-``samples``) and their process's resources (``worker_cpu_seconds``, cumulative, and
+``samples``, and ``allreduce_blocked_seconds`` when ``train.comm`` times DDP's gradient
+all-reduce) and their process's resources (``worker_cpu_seconds``, cumulative, and
 ``worker_resident_memory_bytes``); the runner sends rank 0's to MLflow through its spool
 while the job runs (``engage.runtime.pipeline._MetricSink``). Those histories are the
 page's time series, binned to at most a few hundred points. The job's own ``/metrics``
@@ -28,10 +29,12 @@ SERIES = {
     "step time": ("Step time (rank 0)", "seconds per step"),
     "throughput": ("Throughput (rank 0)", "samples per second"),
     "data stall": ("Data-stall ratio: step time spent waiting for data", "share"),
+    "all-reduce": ("All-reduce: step time blocked on gradient communication", "share"),
     "cpu": ("CPU of the rank 0 worker", "cores busy"),
     "memory": ("Memory of the rank 0 worker", "resident MiB"),
 }
-STEP_KEYS = ("step_seconds", "data_wait_seconds", "samples")
+STEP_KEYS = ("step_seconds", "data_wait_seconds", "samples", "allreduce_blocked_seconds")
+SHARES = ("data stall", "all-reduce")  # the series that are a share of step time (0-1)
 RESOURCE_KEYS = ("worker_cpu_seconds", "worker_resident_memory_bytes")
 EPOCH_THROUGHPUT = "samples_per_second"
 MAX_POINTS = 300  # bins per series: enough for a curve, few enough for the browser
@@ -84,8 +87,9 @@ def job_series(history: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
     ``history`` maps an MLflow metric key to its points (columns time, value). Steps are
     binned by time: step time is the bin's mean, throughput its samples over its step
-    time, the data-stall ratio its waiting over its step time. CPU is the increase of the
-    cumulative CPU seconds per wall second, memory the resident size in MiB.
+    time, the data-stall ratio its waiting over its step time, all-reduce its time blocked
+    on gradient all-reduce over its step time (only for runs that report it). CPU is the
+    increase of the cumulative CPU seconds per wall second, memory the resident size in MiB.
     """
     parts = [_steps(history)]
     if "throughput" not in set(parts[0]["series"]) and EPOCH_THROUGHPUT in history:
@@ -123,7 +127,29 @@ def _steps(history: dict[str, pd.DataFrame]) -> pd.DataFrame:
             # One point per step for each key: the same bins line up step for step.
             ratio = other["value"].groupby(bins.to_numpy()).sum() / total.to_numpy()
             out.append(_binned(ratio.where(total.to_numpy() > 0), steps, bins, name))
+    blocked = history.get("allreduce_blocked_seconds")
+    if blocked is not None and not blocked.empty:
+        out.append(_blocked_share(blocked, steps, bins, total))
     return pd.concat(out, ignore_index=True)
+
+
+def _blocked_share(
+    blocked: pd.DataFrame, steps: pd.DataFrame, bins: pd.Series, total: pd.Series
+) -> pd.DataFrame:
+    """Seconds blocked on all-reduce per bin over the bin's step seconds.
+
+    With gradient accumulation only the steps that end an accumulation group all-reduce
+    (and report it), so a point joins the bin of the step it was reported with: the first
+    step at or after its time. Otherwise there is one point per step, aligned step for step.
+    """
+    where = bins.to_numpy()
+    if len(blocked) != len(steps):
+        step_ns = steps["time"].astype("int64").to_numpy()
+        at = np.searchsorted(step_ns, blocked["time"].astype("int64").to_numpy(), side="left")
+        where = where[np.clip(at, 0, len(steps) - 1)]
+    per_bin = blocked["value"].groupby(where).sum().reindex(total.index, fill_value=0.0)
+    ratio = per_bin / total
+    return _binned(ratio.where(total > 0), steps, bins, "all-reduce")
 
 
 def _bins(times: pd.Series) -> pd.Series:
