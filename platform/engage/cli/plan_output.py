@@ -129,7 +129,24 @@ def print_report(console: Console, name: str, report: Any) -> None:
     console.print(
         f"→ {choice.strategy}: {_bytes(choice.per_worker_bytes)} of {_bytes(choice.capacity_bytes)} "
         f"usable ({verdict}); micro-batch {choice.micro_batch} x {choice.accumulation} step(s)"
+        + (f" ({hint})" if (hint := memory_hint(choice)) else "")
     )
+
+
+def memory_hint(choice: Any) -> str:
+    """The spec fields that apply the memory choice, or what engage's trainer cannot apply."""
+    fields = []
+    if "activation checkpointing" in choice.strategy:
+        fields.append("train.activation_checkpointing: true")
+    if choice.accumulation > 1:
+        fields.append(
+            f"train.batch_size: {choice.micro_batch} per worker, "
+            f"train.grad_accumulation: {choice.accumulation}"
+        )
+    hint = "set " + ", ".join(fields) if fields else ""
+    if choice.strategy.startswith("fsdp"):
+        hint += ("; " if hint else "") + "FSDP itself is not applied by engage's trainer"
+    return hint
 
 
 def report_dict(report: Any) -> dict[str, Any]:

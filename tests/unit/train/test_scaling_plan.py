@@ -108,3 +108,26 @@ def test_remedies_are_weighed_where_there_is_traffic() -> None:
     assert plan.best.workers == 1
     assert plan.remedies_at == 8
     assert any(r.pays for r in plan.remedies)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "micro", "steps", "hint"),
+    [
+        ("ddp", 128, 1, ""),
+        ("ddp + activation checkpointing", 128, 1, "set train.activation_checkpointing: true"),
+        (
+            "fsdp + activation checkpointing, micro-batches",
+            16,
+            8,
+            "set train.activation_checkpointing: true, train.batch_size: 16 per worker, "
+            "train.grad_accumulation: 8; FSDP itself is not applied by engage's trainer",
+        ),
+    ],
+)
+def test_the_memory_choice_names_the_spec_fields_that_apply_it(
+    strategy: str, micro: int, steps: int, hint: str
+) -> None:
+    from engage.cli.plan_output import memory_hint
+    from engage.train.scaling.plan import MemoryChoice
+
+    assert memory_hint(MemoryChoice(strategy, micro, steps, 1, 2)) == hint
