@@ -159,7 +159,7 @@ def rules(
 # -- rendering ------------------------------------------------------------------------------------
 _COLUMNS = (
     "job", "run id", "state", "stage", "epoch", "train loss", "val metric",
-    "samples/s", "stall", "last step", "workers", "spool",
+    "samples/s", "stall", "comm", "last step", "workers", "spool",
 )  # fmt: skip
 
 
@@ -183,6 +183,7 @@ def _render(view: Any) -> Group:
             val,
             _num(j.samples_per_second, "{:,.0f}"),
             _num(j.stall_ratio, "{:.0%}"),
+            _num(j.comm_blocked_ratio, "{:.0%}"),
             _num(j.since_last_step_s, "{:.0f} s ago"),
             _num(j.workers, "{:.0f}"),
             _num(j.spool_depth, "{:.0f}"),

@@ -66,6 +66,7 @@ class JobView:
     val_metric: tuple[str, float] | None = None
     samples_per_second: float | None = None
     stall_ratio: float | None = None
+    comm_blocked_ratio: float | None = None  # only for jobs whose all-reduce is timed
     since_last_step_s: float | None = None
     workers: float | None = None
     spool_depth: float | None = None
@@ -154,6 +155,7 @@ def job_view(target: Target, samples: Samples, now: float, state: str = "running
         val_metric=(main, evals[main]) if main else None,
         samples_per_second=one("engage_samples_per_second"),
         stall_ratio=one("engage_data_stall_ratio"),
+        comm_blocked_ratio=one("engage_comm_blocked_ratio"),
         since_last_step_s=max(0.0, now - last_step) if last_step else None,
         workers=one("engage_workers"),
         spool_depth=one("engage_tracking_spool_depth"),

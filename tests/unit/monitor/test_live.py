@@ -79,8 +79,20 @@ def test_a_running_job_shows_its_key_metrics(home: Path, store: EventStore, job)
     assert (row.epoch, row.train_loss, row.val_metric) == (3, 0.4123, ("val_accuracy", 0.875))
     assert (row.samples_per_second, row.workers, row.spool_depth) == (1234.0, 2, 7)
     assert row.stall_ratio == pytest.approx(0.2)
+    assert row.comm_blocked_ratio is None  # its all-reduce is not timed
     assert 0 <= row.since_last_step_s < 60
     assert row.firing == ("DataBound",)
+
+
+def test_a_job_with_timed_all_reduce_shows_its_blocked_share(
+    home: Path, store: EventStore, job
+) -> None:
+    job.emit([Event("metric", "allreduce_blocked_seconds", 0.02, labels={"rank": r}) for r in "01"])
+    store.job_started("r1", "job-a", job.endpoint.url)
+
+    (row,) = collect(home, store).jobs
+
+    assert row.comm_blocked_ratio == pytest.approx(0.4)  # 0.02 of each 0.05 s step
 
 
 def test_a_job_known_only_from_discovery_is_shown(home: Path, job) -> None:
