@@ -26,6 +26,7 @@ from _prometheus import Prometheus
 
 VENV_BIN = Path(sys.executable).parent
 _NODE_READY_S = 90.0
+SECOND_NODE_RESOURCES = {"node_b": 2}  # custom resources only the loopback cluster's 2nd node has
 _SIGTERM_GRACE_S = 5.0
 
 
@@ -187,7 +188,11 @@ def stop_cluster(cluster: LoopbackCluster) -> list[str]:
 
 @pytest.fixture
 def loopback_cluster() -> Iterator[LoopbackCluster]:
-    """A two-node Ray cluster (1 CPU each) on this machine with token auth, stopped by PID."""
+    """A two-node Ray cluster (1 CPU each) on this machine with token auth, stopped by PID.
+
+    Only the second node offers the custom resource ``node_b`` (``SECOND_NODE_RESOURCES``),
+    so a job asking for it must run there.
+    """
     # Short root: Ray's Unix socket paths live under it (108-byte limit).
     root = Path(tempfile.mkdtemp(prefix="eg-", dir="/tmp"))
     token = root / "token"
@@ -225,6 +230,7 @@ def loopback_cluster() -> Iterator[LoopbackCluster]:
                     f"--address={cluster.address}",
                     f"--temp-dir={root / 'b'}",
                     f"--dashboard-agent-listen-port={free_port()}",
+                    f"--resources={json.dumps(SECOND_NODE_RESOURCES)}",
                     *common,
                 ],
                 node_env,

@@ -1,4 +1,5 @@
-"""A pipeline run through a real two-node Ray cluster on 127.0.0.1 (`engage run --address`)."""
+"""Pipeline runs through a real two-node Ray cluster on 127.0.0.1 (`engage run --address`):
+one spans both nodes, one asks for a custom resource only the second node offers."""
 
 from __future__ import annotations
 
@@ -11,7 +12,18 @@ import pytest
 pytestmark = pytest.mark.integration
 
 
-def test_pipeline_runs_on_both_nodes_of_a_loopback_cluster(
+# State API expressions (each cluster.state call is a fresh interpreter: a few seconds).
+_TRAIN_WORKERS = (  # {actor id: node id} of every Ray Train worker, dead ones included
+    "{a.actor_id: a.node_id for a in state.list_actors(address=URL, detail=True, limit=1000,"
+    " filters=[('class_name', '=', 'RayTrainWorker')], raise_on_missing_output=False)}"
+)
+_ALIVE_NODES = (  # {node id: how much node_b it offers}
+    "{n.node_id: n.resources_total.get('node_b', 0) for n in state.list_nodes(address=URL)"
+    " if n.state == 'ALIVE'}"
+)
+
+
+def test_pipeline_spans_both_loopback_nodes_and_a_custom_resource_pins_it_to_one(
     loopback_cluster, run_engage, tmp_path: Path
 ) -> None:
     # Arrange: the cluster fixture has 2 alive nodes with 1 CPU each; the spec's 2 workers
@@ -57,13 +69,44 @@ def test_pipeline_runs_on_both_nodes_of_a_loopback_cluster(
     assert (str(candidate.version), candidate.run_id) == (version, run_id)
 
     # Assert: the two training workers ran in this cluster, one on each node.
-    workers = cluster.state(
-        "[a.node_id for a in state.list_actors(address=URL, detail=True, limit=1000,"
-        " filters=[('class_name', '=', 'RayTrainWorker')], raise_on_missing_output=False)]"
-    )
-    nodes = cluster.state(
-        "[n.node_id for n in state.list_nodes(address=URL) if n.state == 'ALIVE']"
-    )
+    workers, nodes = cluster.state(f"[{_TRAIN_WORKERS}, {_ALIVE_NODES}]")
     assert len(workers) == 2, workers
     assert len(nodes) == 2
-    assert set(workers) == set(nodes)
+    assert set(workers.values()) == set(nodes)
+
+    # Act (placement, on the same cluster): a second, one-epoch run whose two workers ask
+    # for the custom resource node_b, which only the second node offers (node_b: 2). Half a
+    # CPU each lets both fit there; `spread` would put them on two nodes if it could.
+    placed = run_engage(
+        "run",
+        "pipelines/quickstart.yaml",
+        "--address",
+        cluster.address,
+        "--set",
+        "train.epochs=1",
+        "--set",
+        "train.resources_per_worker={CPU: 0.5, node_b: 1}",
+        "--set",
+        "train.placement=spread",
+        "--set",
+        "tracking.registration=null",
+        "--set",
+        "deploy.after_training=false",
+        "--set",
+        "export.formats=[]",
+        env=cluster.env,
+    )
+
+    # Assert: the run recorded the request, and every training worker it started (the
+    # actors the first run did not have) ran on the second node.
+    assert placed.returncode == 0, placed.stdout[-3000:] + placed.stderr[-3000:]
+    placed_id = re.search(r"run id: ([0-9a-f]{32})", placed.stdout).group(1)
+    params = client.get_run(placed_id).data.params
+    assert params["train.resources_per_worker.node_b"] == "1.0"
+    assert params["train.placement"] == "spread"
+    second = [node for node, offered in nodes.items() if offered]
+    now = cluster.state(_TRAIN_WORKERS)
+    new = {actor: node for actor, node in now.items() if actor not in workers}
+    assert len(second) == 1, nodes
+    assert len(new) == 2, now
+    assert set(new.values()) == set(second), (new, second)

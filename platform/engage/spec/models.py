@@ -260,7 +260,15 @@ class TrainSpec(StrictModel):
     num_workers: int = Field(2, ge=1, le=4096)
     use_gpu: bool = False
     resources_per_worker: dict[str, float] = Field(
-        default_factory=lambda: {"CPU": 1.0}, description="Ray resources each worker reserves"
+        default_factory=lambda: {"CPU": 1.0},
+        description="Ray resources each worker reserves: CPU, GPU, memory (bytes) or any custom "
+        "resource a node offers (`ray start --resources '{\"node_b\": 2}'`, "
+        "`accelerator_type:A100`); a name no node offers is refused before training starts",
+    )
+    placement: Literal["pack", "spread"] = Field(
+        "pack",
+        description="how Ray places the workers: pack them onto as few nodes as fit (Ray's "
+        "default), or spread them over as many nodes as possible",
     )
     checkpoint_every: int = Field(1, ge=1, description="epochs between checkpoints")
     checkpoints_to_keep: int = Field(2, ge=1, le=1000)
@@ -297,6 +305,9 @@ class TrainSpec(StrictModel):
     @field_validator("resources_per_worker")
     @classmethod
     def _positive(cls, v: dict[str, float]) -> dict[str, float]:
+        blank = [k for k in v if not k.strip()]
+        if blank:
+            raise ValueError("resource names must not be empty")
         bad = {k: x for k, x in v.items() if not x > 0}
         if bad:
             raise ValueError(f"resource amounts must be > 0, got {bad}")

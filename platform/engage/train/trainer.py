@@ -1,8 +1,11 @@
 """Driver side of training: start the TorchTrainer, pump events while it runs.
 
-Ray Train recovers from up to ``train.max_failures`` worker failures (its
-``FailureConfig``) by restarting every worker from the last checkpoint; the final
-checkpoint is read back through the verified loader (:mod:`engage.train.checkpoint`).
+Workers reserve ``train.resources_per_worker`` (custom Ray resources included) and are
+placed by ``train.placement``; :func:`check_fits` refuses a job the cluster can never
+schedule before Ray waits on it forever. Ray Train recovers from up to
+``train.max_failures`` worker failures (its ``FailureConfig``) by restarting every worker
+from the last checkpoint; the final checkpoint is read back through the verified loader
+(:mod:`engage.train.checkpoint`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from engage.train.checkpoint import CheckpointError, load_checkpoint
 from engage.train.loop import TrainJob, train_loop_per_worker, training_model
 
 _POLL_S = 0.25
+# Resources every Ray node has; any other name is a custom one someone must configure.
+_BUILTIN = frozenset({"CPU", "GPU", "memory", "object_store_memory"})
+_BYTES = frozenset({"memory", "object_store_memory"})  # too long to be worth listing
 
 
 @dataclass(frozen=True)
@@ -34,14 +40,35 @@ class TrainOutcome:
     seconds: float
 
 
-def _scaling(job: TrainJob) -> Any:
+def scaling_config(job: TrainJob) -> Any:
+    """The Ray Train ``ScalingConfig`` of ``job``: worker count, per-worker resources (custom
+    ones included; ``use_gpu`` adds one GPU unless a GPU amount is given) and placement
+    strategy (``train.placement`` upper-cased: ``PACK`` or ``SPREAD``).
+    """
     from ray.train import ScalingConfig
 
     resources = dict(job.train.resources_per_worker)
     if job.train.use_gpu:
         resources.setdefault("GPU", 1.0)
     return ScalingConfig(
-        num_workers=job.train.num_workers, use_gpu=job.train.use_gpu, resources_per_worker=resources
+        num_workers=job.train.num_workers,
+        use_gpu=job.train.use_gpu,
+        resources_per_worker=resources,
+        placement_strategy=job.train.placement.upper(),
+    )
+
+
+def _check_offered(asked: dict[str, float], cluster: dict[str, float]) -> None:
+    """Refuse a custom resource (a node label, an accelerator type) that no node offers."""
+    missing = sorted(k for k in asked if k not in _BUILTIN and cluster.get(k, 0.0) <= 0)
+    if not missing:
+        return
+    offered = ", ".join(f"{k}: {v:g}" for k, v in sorted(cluster.items()) if k not in _BYTES)
+    raise ClusterError(
+        f"train.resources_per_worker asks for {', '.join(missing)} ({asked}), which no node of "
+        f"the cluster offers (the cluster has {offered or 'nothing'})",
+        hint="start a node that offers it (`ray start --resources '{\"NAME\": N}'`) or remove "
+        "it from train.resources_per_worker",
     )
 
 
@@ -58,9 +85,12 @@ def check_fits(job: TrainJob, cluster: dict[str, float]) -> None:
     Raises
     ------
     ClusterError
-        If all workers together need more of a resource than the cluster has.
+        If a worker asks for a custom resource no node offers, or all workers together
+        need more of a resource than the cluster has.
     """
-    need = {k: v * job.train.num_workers for k, v in _scaling(job).resources_per_worker.items()}
+    asked = scaling_config(job).resources_per_worker
+    _check_offered(asked, cluster)
+    need = {k: v * job.train.num_workers for k, v in asked.items()}
     short = {k: (v, cluster.get(k, 0.0)) for k, v in need.items() if cluster.get(k, 0.0) + 1e-9 < v}
     if short:
         detail = ", ".join(f"{k}: needs {n:g}, cluster has {h:g}" for k, (n, h) in short.items())
@@ -145,7 +175,7 @@ def fit(
         train_loop_per_worker,
         train_loop_config={"job": job},
         torch_config=TorchConfig(backend="nccl" if job.train.use_gpu else "gloo"),
-        scaling_config=_scaling(job),
+        scaling_config=scaling_config(job),
         run_config=RunConfig(
             name=name,
             storage_path=str(storage),

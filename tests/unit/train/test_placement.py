@@ -1,0 +1,105 @@
+"""Custom Ray resources and placement for the training workers: the spec accepts them, the
+trainer passes them to Ray Train, and ``check_fits`` refuses one no node offers (no Ray)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from engage.errors import ClusterError
+from engage.spec.models import ModelSpec, TrainSpec
+from engage.train.builders import ModelShape
+from engage.train.loop import TrainJob
+from engage.train.trainer import check_fits, scaling_config
+
+# What ray.cluster_resources() says for a two-node loopback cluster whose second node was
+# started with --resources '{"node_b": 2}'.
+TWO_NODES = {
+    "CPU": 2.0,
+    "memory": 8e9,
+    "object_store_memory": 2e9,
+    "node:127.0.0.1": 2.0,
+    "node:__internal_head__": 1.0,
+    "node_b": 2.0,
+}
+
+
+def _job(**train: object) -> TrainJob:
+    spec = TrainSpec(**{"batch_size": 8, **train})
+    return TrainJob(spec, ModelSpec(name="mlp"), "regression", ModelShape(4, 2, 1), None, None, "")
+
+
+def test_spec_accepts_custom_resources_and_placement() -> None:
+    # Act
+    spec = TrainSpec(
+        resources_per_worker={"CPU": 1, "node_b": 1, "accelerator_type:A100": 0.1},
+        placement="spread",
+    )
+
+    # Assert
+    assert spec.resources_per_worker == {"CPU": 1.0, "node_b": 1.0, "accelerator_type:A100": 0.1}
+    assert spec.placement == "spread"
+    assert TrainSpec().placement == "pack"  # Ray Train's own default
+
+
+@pytest.mark.parametrize(
+    ("fields", "needle"),
+    [
+        ({"placement": "scatter"}, "placement"),
+        ({"resources_per_worker": {" ": 1}}, "resource names must not be empty"),
+        ({"resources_per_worker": {"node_b": 0}}, "resource amounts must be > 0"),
+    ],
+)
+def test_spec_refuses_a_bad_placement_or_resource(fields: dict, needle: str) -> None:
+    # Act / Assert
+    with pytest.raises(ValidationError, match=needle):
+        TrainSpec(**fields)
+
+
+@pytest.mark.parametrize(("placement", "strategy"), [("pack", "PACK"), ("spread", "SPREAD")])
+def test_scaling_config_carries_custom_resources_and_placement(
+    placement: str, strategy: str
+) -> None:
+    # Act
+    scaling = scaling_config(
+        _job(resources_per_worker={"CPU": 0.5, "node_b": 1}, placement=placement)
+    )
+
+    # Assert
+    assert scaling.resources_per_worker == {"CPU": 0.5, "node_b": 1.0}
+    assert scaling.placement_strategy == strategy
+
+
+def test_check_fits_refuses_a_custom_resource_no_node_offers() -> None:
+    # Arrange
+    job = _job(num_workers=1, resources_per_worker={"CPU": 1, "accelerator_type:H100": 1})
+
+    # Act
+    with pytest.raises(ClusterError) as caught:
+        check_fits(job, TWO_NODES)
+
+    # Assert: the message names what was asked and what the cluster has, without the byte
+    # counts; the exit code is the cluster error's, as for any job that does not fit.
+    message = caught.value.message
+    assert "asks for accelerator_type:H100" in message
+    assert "{'CPU': 1.0, 'accelerator_type:H100': 1.0}" in message
+    assert "the cluster has CPU: 2, node:127.0.0.1: 2, node:__internal_head__: 1, node_b: 2" in (
+        message
+    )
+    assert "memory" not in message
+    assert "ray start --resources" in caught.value.hint
+    assert caught.value.exit_code == ClusterError.exit_code == 4
+
+
+def test_check_fits_accepts_a_custom_resource_the_cluster_offers() -> None:
+    # Act / Assert: two workers x node_b 1 fit the second node's node_b 2.
+    check_fits(_job(num_workers=2, resources_per_worker={"CPU": 0.5, "node_b": 1}), TWO_NODES)
+
+
+def test_check_fits_still_refuses_too_much_of_an_offered_resource() -> None:
+    # Arrange: node_b exists, but three workers need 3 of its 2.
+    job = _job(num_workers=3, resources_per_worker={"CPU": 0.5, "node_b": 1})
+
+    # Act / Assert
+    with pytest.raises(ClusterError, match="node_b: needs 3, cluster has 2"):
+        check_fits(job, TWO_NODES)
