@@ -36,6 +36,7 @@ UNIT_LANE = [
     "tests/integration/test_dashboard_browser.py",
     "tests/integration/test_deploy_manifests.py",
     "tests/integration/test_promtool.py",
+    "tests/integration/test_init_project.py",
     "tests/integration/monitor/test_watched_job.py",
 ]
 
