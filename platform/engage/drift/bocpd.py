@@ -37,19 +37,34 @@ stream rows; ``extra["alarms"]`` holds the rows of the current check where drift
 
 Change is not drift: a sensor stream changes regime every evening. At ``fit`` the detector
 runs over the reference itself and keeps the regimes it finds there (mean and variance of
-each segment, and of the whole reference). ``is_drift`` (and ``regime.changed``) is True
-only while the current regime matches none of them on some feature (those features are
-the ones reported); it is signalled once, at the row where the most probable regime
+each segment, and of the whole reference). With ``combine="joint"`` one of them must match
+every feature at once (a regime that looks like the night on one sensor and like the day
+on another is not known). ``is_drift`` (and ``regime.changed``) is True only while the
+current regime matches none of them (the features that miss the closest match are the
+ones reported); it is signalled once, at the row where the most probable regime
 (at least ``min_gap`` rows old and holding ``threshold`` of the posterior) is first found
 unknown, and a return to a known regime clears it.
+
+Daily cycle (``cycle=True``, registered as ``bocpd_daily``): the known regimes also hold
+the mean and variance of every stretch of ``SPANS`` consecutive reference rows (a quarter
+span apart), so a reference that covers a day holds every time of day, a smooth cycle
+included, which a segmentation cuts into a few pieces only; a live regime is compared with
+the stretches of about its own length (half to twice), and variances within ``VAR_SE``
+standard errors of the log ratio count as alike (short stretches have noisy variances). A
+new day's normal cycle is then no drift, a level shift still is. The price: a regime seen
+at *some* time of the reference is known at any time, so on streams whose rows are drawn
+i.i.d. (the scenario benchmark) shifts that resemble some stretch (a cold, humid night)
+are called late or not at all (docs/BENCHMARKS.md); hence not the default.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from itertools import pairwise
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 from scipy.special import gammaln, ndtri
 
 from engage.drift.base import (
@@ -70,6 +85,8 @@ VAR_RATIO = 2.0  # a regime variance this many times off (either way) has moved
 VAR_FLOOR = 1e-4  # standardised variance below which regimes count as constant alike
 LEARN_ROWS = 3000  # reference rows the detector runs over to learn the known regimes
 MIN_SEGMENT = 50  # rows a reference segment needs to count as a known regime (fewer: noise)
+SPANS = (16, 32, 64, 128, 256)  # lengths (rows) of the reference stretches kept as known
+VAR_SE = 2.0  # standard errors of the log variance ratio a known regime is allowed
 
 
 def normal_gamma(mu: float, kappa: float, alpha: float, beta: float, f: int) -> np.ndarray:
@@ -190,6 +207,9 @@ class BocpdDetector(DriftDetector):
         alarm, so a change that became certain only after ``window`` rows is not missed.
         Off by default: on TCPD it adds false changes on trending series (mean F1 0.75 ->
         0.66 at 0.99, docs/BENCHMARKS.md).
+    cycle : bool
+        Also know every stretch of the reference as a regime (module docstring, "Daily
+        cycle"): for a reference that covers the daily cycle, rows in time order.
     """
 
     kind = "online"
@@ -207,6 +227,7 @@ class BocpdDetector(DriftDetector):
         reference_weight: float = 100.0,
         confirm: float | None = None,
         transform: str = "normal_score",
+        cycle: bool = False,
     ) -> None:
         super().__init__()
         if transform not in ("normal_score", "robust"):
@@ -223,6 +244,7 @@ class BocpdDetector(DriftDetector):
         self.expected_run, self.threshold, self.window = expected_run, threshold, window
         self.max_run, self.min_gap, self.combine = max_run, min_gap, combine
         self.reference_weight, self.confirm = reference_weight, confirm
+        self.cycle = cycle
 
     def _fit(self, reference: Reference) -> None:
         rows = np.asarray(reference.rows, dtype=np.float64)
@@ -233,7 +255,8 @@ class BocpdDetector(DriftDetector):
         self.groups = 1 if self.combine == "joint" else f
         self.prior = normal_gamma(0.0, 1.0, 1.0, 1.0, f)
         self.seed = self._seed(z)
-        self.known = self._known_regimes(z)
+        self.known, self.sizes, fixed = self._known_regimes(z)
+        self.spans = np.where(np.arange(len(self.sizes)) < fixed, 0, self.sizes)
         self.reset()
 
     def _standardise(self, x: np.ndarray) -> np.ndarray:
@@ -241,14 +264,16 @@ class BocpdDetector(DriftDetector):
             return self.score(x)
         return (x - self.centre) / self.scale
 
-    def _known_regimes(self, z: np.ndarray) -> np.ndarray:
-        """Mean and variance ``(2, K, F)`` of the regimes the reference itself holds.
+    def _known_regimes(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """Mean and variance ``(2, K, F)`` of the regimes the reference itself holds, their
+        rows ``(K,)``, and how many come first that are compared with a run of any length
+        (the whole reference and its segments; then the stretches of ``SPANS`` rows).
 
         The detector is run over (at most ``LEARN_ROWS`` of) the reference rows, in their
         time order; each segment between its changes of at least ``MIN_SEGMENT`` rows is a
         regime the model was trained on (night and day, weekday and weekend). A live
         regime that matches one of them is a change, but not drift. The whole
-        reference is always one of them.
+        reference is always one of them; with ``cycle``, so is every stretch of ``SPANS`` rows.
         """
         self.reset()
         rows = z[:LEARN_ROWS]
@@ -260,11 +285,21 @@ class BocpdDetector(DriftDetector):
                 self.changes.append((self.t - 1, int(start[fired].min())))
         bounds = sorted({0, len(rows), *(start for _, start in self.changes)})
         means, variances = [np.nanmean(z, axis=0)], [np.nanvar(z, axis=0)]
+        sizes = [np.array([len(z)])]
         for lo, hi in pairwise(bounds):
             if hi - lo >= max(self.window, MIN_SEGMENT):
                 means.append(np.nanmean(rows[lo:hi], axis=0))
                 variances.append(np.nanvar(rows[lo:hi], axis=0))
-        return np.array([means, variances])
+                sizes.append(np.array([hi - lo]))
+        fixed = len(means)
+        for span in (n for n in SPANS if self.cycle and n <= len(z)):
+            stretch = sliding_window_view(z, span, axis=0)[:: max(1, span // 4)]  # (K, F, n)
+            with warnings.catch_warnings():  # a stretch of one sensor's NaNs: NaN, no match
+                warnings.simplefilter("ignore", RuntimeWarning)
+                means.extend(np.nanmean(stretch, axis=2))
+                variances.extend(np.nanvar(stretch, axis=2))
+            sizes.append(np.full(len(stretch), span))
+        return np.array([means, variances]), np.concatenate(sizes).astype(float), fixed
 
     def _seed(self, z: np.ndarray) -> np.ndarray:
         """The reference regime as a Normal-Gamma posterior (effective-size weighted)."""
@@ -384,13 +419,18 @@ class BocpdDetector(DriftDetector):
             regime=self.drifted,
         )
 
-    def _variance(self, s: np.ndarray, r: int) -> float:
-        """A run's variance estimate: empirical (without the prior's rate, which would keep
-        a constant sensor's variance near 1 for long) for runs that began after the start,
-        the posterior mean for the long-run bucket (seeded with the reference)."""
-        if 0 < r < self.max_run - 1:
-            return max(0.0, 2.0 * (float(s[BETA]) - 1.0) / r)
-        return float(s[BETA] / s[ALPHA])
+    def _moments(self, s: np.ndarray, r: int) -> tuple[float, float]:
+        """A run's mean and variance: those of its own rows for runs that began after the
+        start (the posterior's, less the prior's pull towards its mean and rate, which
+        would keep a constant sensor's variance away from 0, and its mean off, for long),
+        the posterior's for the long-run bucket (seeded with the reference)."""
+        p = self.prior[:, 0]
+        n = float(s[KAPPA] - p[KAPPA])  # rows seen by the run (NaNs skipped)
+        if 0 < r < self.max_run - 1 and n > 0:
+            mean = (float(s[KAPPA] * s[MU]) - p[KAPPA] * p[MU]) / n
+            pull = p[KAPPA] * n * (mean - p[MU]) ** 2 / (2.0 * (p[KAPPA] + n))
+            return mean, max(0.0, 2.0 * (float(s[BETA]) - p[BETA] - pull) / n)
+        return float(s[MU]), float(s[BETA] / s[ALPHA])
 
     def _young(self) -> bool:
         """Whether some group's most probable run is shorter than the long-run bucket
@@ -401,33 +441,34 @@ class BocpdDetector(DriftDetector):
         """The most probable current regime, compared feature by feature with the regimes
         the reference holds (:meth:`_known_regimes`).
 
-        A feature has left the reference when, against every known regime, its mean is
-        more than ``SHIFT`` of that regime's standard deviations away and beyond 3
-        standard errors of the current estimate, or its variance is off by more than
-        ``VAR_RATIO`` either way. A run younger than ``min_gap`` rows is not judged.
+        A feature has left a known regime when its mean is more than ``SHIFT`` of that
+        regime's standard deviations away and beyond 3 standard errors of the difference,
+        or its variance is off by more than ``VAR_RATIO`` either way and beyond 2 standard
+        errors of the log ratio (``sqrt(2 / rows)`` each side: short runs and stretches have
+        noisy variances). A run younger than ``min_gap`` rows is not judged.
         ``since`` is where the most probable run began (the dated change near it, or
         where the current drift episode began).
         """
-        moved, starts = [], []
-        k_mu, k_var = self.known[0], np.maximum(self.known[1], VAR_FLOOR)
+        judged = []  # (feature, start of its run, which known regimes it matches)
         for j, name in enumerate(self.reference.features):
             g = 0 if self.groups == 1 else j
             r = int(np.argmax(self.logp[:, g]))
-            s = self.state[:, r, j]
-            var = max(self._variance(s, r), VAR_FLOOR)
-            gap = np.abs(s[MU] - k_mu[:, j])
             if (
                 r < self.min_gap
                 or np.exp(self.logp[: r + self.window + 1, g]).sum() < self.threshold
             ):
                 continue  # too young, or not yet more probable than the longer runs
-            near = (gap <= SHIFT * np.sqrt(k_var[:, j])) | (gap <= 3 * math.sqrt(var / s[KAPPA]))
-            alike = (var / k_var[:, j] > 1 / VAR_RATIO) & (var / k_var[:, j] < VAR_RATIO)
-            if not (near & alike).any():
-                moved.append(name)
-                starts.append(max(0, self.t - 1 - r))
-        if not moved:
+            judged.append((name, max(0, self.t - 1 - r), self._matches(j, r)))
+        if not judged:
             return Regime()
+        if self.groups == 1:  # one stretch (one time of day) must match every feature
+            best = int(np.argmax(np.sum([m for _, _, m in judged], axis=0)))
+            missed = [(name, start) for name, start, m in judged if not m[best]]
+        else:
+            missed = [(name, start) for name, start, m in judged if not m.any()]
+        if not missed:
+            return Regime()
+        moved, starts = zip(*missed, strict=True)
         since = min(starts)
         dated = [start for _, start in self.changes if abs(start - since) <= self.window]
         if self.drifted.changed:
@@ -435,3 +476,41 @@ class BocpdDetector(DriftDetector):
         elif dated:
             since = dated[-1]  # the change as dated when it was found
         return Regime(True, since, tuple(moved))
+
+    def _matches(self, j: int, r: int) -> np.ndarray:
+        """Which known regimes feature ``j`` of the run of length ``r`` matches ``(K,)``."""
+        k_mu, k_var = self.known[0][:, j], np.maximum(self.known[1][:, j], VAR_FLOOR)
+        s = self.state[:, r, j]
+        mean, var = self._moments(s, r)
+        var = max(var, VAR_FLOOR)
+        n = max(float(s[KAPPA] - self.prior[KAPPA, j]), 1.0)  # rows behind the estimate
+        gap = np.abs(mean - k_mu)
+        near = (gap <= SHIFT * np.sqrt(k_var)) | (gap <= 3 * np.sqrt(var / n + k_var / self.sizes))
+        spread = (VAR_SE if self.cycle else 0.0) * np.sqrt(
+            2 / max(n - 1, 1) + 2 / np.maximum(self.sizes - 1, 1)
+        )
+        alike = np.abs(np.log(var / k_var)) <= math.log(VAR_RATIO) + spread
+        return near & alike & self._comparable(r)
+
+    def _comparable(self, r: int) -> np.ndarray:
+        """Which known regimes a run of ``r`` rows is compared with: segments and the whole
+        reference always, stretches of half to twice its length, and the shortest ones for
+        young runs (the long-run bucket is at least ``max_run`` rows long)."""
+        if not self.cycle:
+            return self.spans == 0
+        n = 2 * self.max_run if r >= self.max_run - 1 else r
+        return (self.spans == 0) | ((self.spans >= n / 2) & (self.spans <= max(2 * n, SPANS[0])))
+
+
+@register_detector("bocpd_daily")
+class DailyBocpdDetector(BocpdDetector):
+    """``bocpd`` with ``cycle=True``: a live regime seen in any stretch of the reference (any
+    time of the day it covers) is known, so a new day's normal cycle is no drift.
+
+    Takes the options of :class:`BocpdDetector` (``cycle`` is fixed). Use it with a
+    reference captured over at least one full cycle, in time order; on i.i.d. rows it calls
+    shifts that resemble some time of day late (module docstring).
+    """
+
+    def __init__(self, **options) -> None:
+        super().__init__(**{**options, "cycle": True})

@@ -123,3 +123,50 @@ def test_effective_size_shrinks_with_autocorrelation():
     walk = np.cumsum(white) * 0.1 + white * 0.01
     assert effective_size(white) > 1500
     assert effective_size(walk) < 100
+
+
+# -- the daily cycle (issue 12, item 3) ---------------------------------------------------------
+PER_DAY = 288  # 5-minute rows
+ROOM = ("temperature", "humidity", "light", "co2")
+
+
+def _day(rng, shift_from: int | None = None, shift: float = 0.0) -> np.ndarray:
+    """One day of a room, from midnight: temperature and humidity follow the sun smoothly,
+    light is off (exactly 0) at night, CO2 is higher while people are up."""
+    sun = np.sin(2 * np.pi * np.arange(PER_DAY) / PER_DAY - np.pi / 2)
+    x = np.column_stack(
+        [
+            20 + 3 * sun + rng.normal(0, 0.3, PER_DAY),
+            50 - 8 * sun + rng.normal(0, 1.0, PER_DAY),
+            np.where(sun > -0.3, 400 + rng.normal(0, 20, PER_DAY), 0.0),
+            450 + 150 * (sun > 0) + rng.normal(0, 15, PER_DAY),
+        ]
+    )
+    if shift_from is not None:
+        x[shift_from:, 0] += shift
+    return x
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_a_reference_of_one_day_knows_the_next_days_cycle(seed):
+    """``bocpd_daily`` fitted on one day, as the live watcher would (with ``health``): the
+    next day's normal cycle raises nothing; a heater left on from noon (+4 degrees) is
+    drift on temperature, dated at noon."""
+    rng = np.random.default_rng(seed)
+    reference = capture_reference(_day(rng), None, ROOM)
+    detectors = [make_detector(n).fit(reference) for n in ("bocpd_daily", "health")]
+
+    def watch(x):
+        for d in detectors:
+            d.reset()
+        return [[d.check(x[i : i + 50]) for d in detectors] for i in range(0, len(x), 50)]
+
+    normal = watch(_day(rng))
+    assert not any(r.is_drift for checks in normal for r in checks)
+    shifted = watch(_day(rng, shift_from=PER_DAY // 2, shift=4.0))
+    assert not any(r.is_drift for checks in shifted[:2] for r in checks)  # not before it
+    first = next(checks[0] for checks in shifted if checks[0].is_drift)
+    assert first.drifted_features == ("temperature",)
+    assert abs(first.regime.since - PER_DAY // 2) <= 20
+    assert make_detector("bocpd_daily").cycle
+    assert not make_detector("bocpd").cycle

@@ -96,7 +96,7 @@ def test_an_unknown_detector_lists_the_valid_ones(ref_dir, tmp_path) -> None:
     result = _run("--reference", str(ref_dir), "--data", str(_csv(tmp_path)), "--detectors", "nope")
 
     assert result.exit_code == 9
-    assert "registered: bocpd, cusum" in " ".join(result.output.split())
+    assert "registered: bocpd, bocpd_daily, cusum" in " ".join(result.output.split())
 
 
 def test_model_and_reference_are_exclusive(tmp_path) -> None:
