@@ -1,0 +1,114 @@
+"""The ``tune`` and ``adaptive`` sections: search spaces, schedulers, sampling rounds."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from engage.spec.models.base import Name, StrictModel
+
+
+class SearchParam(StrictModel):
+    """One dimension of a tuning search space: how a spec field's value is drawn."""
+
+    type: Literal["loguniform", "uniform", "int", "choice"] = Field(
+        description="loguniform/uniform: a float in [low, high]; int: an integer in "
+        "[low, high], both ends included; choice: one of values"
+    )
+    low: float | None = Field(None, description="lowest value (loguniform, uniform, int)")
+    high: float | None = Field(None, description="highest value (loguniform, uniform, int)")
+    values: list[Any] | None = Field(None, description="the candidates (choice)")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> SearchParam:
+        if self.type == "choice":
+            if not self.values:
+                raise ValueError("a choice needs a non-empty values list")
+            return self
+        if self.low is None or self.high is None:
+            raise ValueError(f"a {self.type} range needs both low and high")
+        if self.low >= self.high:
+            raise ValueError(f"low {self.low:g} must be below high {self.high:g}")
+        if self.type == "loguniform" and self.low <= 0:
+            raise ValueError(f"a loguniform range needs low > 0, got {self.low:g}")
+        if self.type == "int" and not (self.low.is_integer() and self.high.is_integer()):
+            raise ValueError("an int range needs whole-number low and high")
+        return self
+
+
+class TuneSpec(StrictModel):
+    """Tune any spec fields with Ray Tune, then retrain and register the best configuration."""
+
+    space: dict[str, SearchParam] = Field(
+        min_length=1,
+        description="dotted spec fields (as for --set, e.g. train.learning_rate) and how "
+        "each is drawn",
+    )
+    num_samples: int = Field(8, ge=1, le=10_000, description="trials to run")
+    metric: Name = Field(
+        "val_loss", description="the per-epoch metric trials are compared on (val_* or train_loss)"
+    )
+    mode: Literal["min", "max"] | None = Field(
+        None, description="min or max; default: the metric's natural direction"
+    )
+    scheduler: Literal["asha", "none"] = Field(
+        "asha", description="asha stops poor trials early; none trains every trial fully"
+    )
+    searcher: Literal["random", "tpe"] = Field(
+        "random", description="random sampling, or Optuna's TPE (Bayesian) search"
+    )
+    max_concurrent: int = Field(2, ge=1, le=1000, description="trials running at once")
+    grace_period: int = Field(
+        1, ge=1, le=100_000, description="epochs every trial runs before ASHA may stop it"
+    )
+    reduction_factor: int = Field(
+        2, ge=2, le=100, description="ASHA keeps 1/reduction_factor of trials at each rung"
+    )
+    cpus_per_trial: float = Field(1.0, gt=0.0, le=1024.0, description="CPUs each trial holds")
+    seed: int = Field(0, ge=0, description="seed of the searcher; same seed, same trials")
+
+
+class AdaptiveSpec(StrictModel):
+    """Adaptive sampling of the simulator's scenario space: simulate where the model is weakest."""
+
+    sampler: Literal["adaptive", "uniform", "lhs"] = Field(
+        "adaptive",
+        description="adaptive (acquisition over a candidate pool), uniform (random) or lhs "
+        "(Latin hypercube): the last two for comparison",
+    )
+    acquisition: Literal["disagreement", "error"] = Field(
+        "disagreement",
+        description="adaptive's score of a candidate: ensemble disagreement (variance of the "
+        "members' predictions) or the ensemble's error on it",
+    )
+    rounds: int = Field(6, ge=1, le=1000, description="rounds of simulate, retrain, evaluate")
+    initial_scenarios: int = Field(
+        4, ge=1, le=10_000, description="scenarios of the first round (a Latin hypercube)"
+    )
+    scenarios_per_round: int = Field(
+        4, ge=1, le=10_000, description="scenarios each later round adds"
+    )
+    households: int = Field(1, ge=1, le=1000, description="households simulated per scenario")
+    days: int = Field(2, ge=1, le=366, description="days simulated per scenario")
+    budget: int | None = Field(
+        None,
+        ge=1,
+        description="most training samples (windows) simulated in all; unset: rounds decide",
+    )
+    candidates: int = Field(
+        48, ge=1, le=100_000, description="candidate scenarios adaptive scores each round"
+    )
+    probe_days: int = Field(
+        1, ge=1, le=366, description="days of one household simulated to score a candidate"
+    )
+    test_scenarios: int = Field(
+        24,
+        ge=1,
+        le=100_000,
+        description="held-out scenarios over the whole space (a Latin hypercube)",
+    )
+    ensemble: int = Field(
+        3, ge=2, le=100, description="models trained each round, with different seeds"
+    )
+    seed: int = Field(0, ge=0, description="seed of the sampler and the simulations")
