@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 import torch
 
@@ -56,15 +58,23 @@ ARMS = {
 
 
 class _Arm:
-    """What one arm runs around the training loop: a reporter, and a drainer process or thread."""
+    """What one arm runs around the training loop: a reporter, and a drainer process or thread.
+
+    B's drainer process is started once and lives through every round, as in a job: a
+    process started per round would spend its start-up (importing MLflow) inside the
+    round's steps, and :meth:`Drainer.flush` on a process drainer swaps in a fresh one.
+    Each round is a new run; it is in MLflow before the clock starts, and fully drained
+    before the next arm's round, so no drain work spills into another arm.
+    """
 
     def __init__(self, name: str, home: Path, uri: str) -> None:
         self.name = name
         self.home, self.uri = home, uri
         self.spool = Spool(home / f"train-{name}.db") if name != "A" else None
-        self.drainer_cpu_s = 0.0  # CPU the drainer spent on this arm's repetitions
+        self.drainer_cpu_s = 0.0  # CPU the drainer spent on this arm's rounds
         self.drainer_cpu_in_steps_s = 0.0  # ... of which while the timed steps ran
         self._cpu_at_begin = 0.0
+        self._process = Drainer(self.spool.path).start() if name == "B" else None
 
     def begin(self) -> tuple[Reporter | None, Any]:
         if self.spool is None:
@@ -72,10 +82,11 @@ class _Arm:
         run = PipelineRun.start(
             self.spool, self.uri, "tracking-bench", f"train-{self.name}", {}, self.home
         )
-        drainer = None
-        if self.name in ("B", "T"):
-            drainer = Drainer(self.spool.path, in_process=self.name == "T").start()
-            drainer.flush(run.local_id, timeout_s=120)  # the run is in MLflow before the clock
+        drainer = self._process
+        if self.name == "T":
+            drainer = Drainer(self.spool.path, in_process=True).start()
+        if drainer is not None:
+            _drained(drainer, run.local_id)  # the run is in MLflow before the clock
             self._cpu_at_begin = _drainer_cpu(drainer)
         return Reporter(FanOut([MetricSink(run)])), (run, drainer)
 
@@ -87,14 +98,27 @@ class _Arm:
             self.drainer_cpu_in_steps_s += _drainer_cpu(drainer) - self._cpu_at_begin
         reporter.flush()
         run.end("FINISHED")
-        if drainer is not None:  # nothing of this repetition spills into the next one
-            drainer.flush(run.local_id, timeout_s=120)
+        if drainer is not None:  # nothing of this round spills into the next one
+            _drained(drainer, run.local_id)
             self.drainer_cpu_s += _drainer_cpu(drainer) - self._cpu_at_begin
-            drainer.stop()
+            if drainer is not self._process:
+                drainer.stop()
 
     def close(self) -> None:
-        if self.spool is not None:
+        if self._process is not None:
+            self._process.stop()
+        elif self.spool is not None:
             self.spool.close()
+
+
+def _drained(drainer: Drainer, run_id: str, timeout_s: float = 120.0) -> None:
+    """Wait until the drainer (left where it runs) has sent everything of ``run_id``."""
+    deadline = time.monotonic() + timeout_s
+    drainer.wake()
+    while not drainer.is_drained(run_id):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the {run_id} run was not drained in {timeout_s:.0f} s")
+        time.sleep(0.02)
 
 
 def _drainer_cpu(drainer: Drainer) -> float:
@@ -105,58 +129,214 @@ def _drainer_cpu(drainer: Drainer) -> float:
     return time.clock_gettime(time.pthread_getcpuclockid(drainer._thread.ident))
 
 
-def _repetition(mlp: Mlp, steps: int, arm: _Arm) -> list[float]:
+def _repetition(mlp: Mlp, steps: int, arm: _Arm) -> dict[str, Any]:
+    """One repetition of an arm: each step's wall time, the training process's CPU time
+    and the training thread's.
+
+    The process CPU clock counts every thread of this process (the training thread, the
+    Reporter's background spool writer, T's drainer thread) and nothing of other processes,
+    so other load on the machine does not inflate it. ``cpu_s`` runs from the first step to
+    the end of the Reporter's final flush, so the last batch's spool write is counted too.
+    """
     reporter, state = arm.begin()
-    clock = time.perf_counter
+    clock, cpu, thread_cpu = time.perf_counter, time.process_time, time.thread_time
     times = [0.0] * steps
+    cpu0, thread0 = cpu(), thread_cpu()
     for i in range(steps):
         t0 = clock()
         values = mlp.step()
         if reporter is not None:
             reporter.metrics(values, step=i)
         times[i] = clock() - t0
+    if reporter is not None:
+        reporter.flush()
+    cpu_s, thread_s = cpu() - cpu0, thread_cpu() - thread0
     arm.end(reporter, state)
-    return times
+    return {"times": times, "cpu_s": cpu_s, "thread_s": thread_s}
 
 
 def training_overhead(home: Path, uri: str, steps: int, reps: int) -> dict:
-    """Median and mean step time per arm; the arms' order rotates every repetition."""
+    """Step wall time and process CPU time per arm over ``reps`` short interleaved rounds.
+
+    Every round runs each arm once, the arms' order rotating, so a change in the machine's
+    load hits every arm alike; the overheads against A are paired by round and their 95%
+    confidence intervals bootstrapped over rounds (:func:`_bootstrap`).
+    """
     torch.set_num_threads(1)
     mlp = Mlp()
     arms = {name: _Arm(name, home, uri) for name in ARMS}
     _repetition(mlp, max(steps // 4, 50), arms["A"])  # warm-up
-    times: dict[str, list[float]] = {name: [] for name in ARMS}
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in ARMS}
     try:
         for r in range(reps):
             order = list(ARMS)[r % 4 :] + list(ARMS)[: r % 4]
             for name in order:
-                times[name] += _repetition(mlp, steps, arms[name])
-            print(
-                f"training rep {r + 1}/{reps}: "
-                + ", ".join(
-                    f"{n} {statistics.median(t[-steps:]) * 1e3:.3f} ms" for n, t in times.items()
+                rounds[name].append(_repetition(mlp, steps, arms[name]))
+            if (r + 1) % max(reps // 8, 1) == 0 or r + 1 == reps:
+                print(
+                    f"training round {r + 1}/{reps}: "
+                    + ", ".join(
+                        f"{n} {statistics.median(x[-1]['times']) * 1e3:.3f} ms"
+                        for n, x in rounds.items()
+                    )
+                    + f" (load {os.getloadavg()[0]:.1f})",
+                    flush=True,
                 )
-                + f" (load {os.getloadavg()[0]:.1f})"
-            )
     finally:
         for arm in arms.values():
             arm.close()
-    base = times["A"]
     points = reps * steps * METRICS_PER_STEP
     return {
         "steps": steps,
         "reps": reps,
         "arms": {
             name: {
-                "median_ms": statistics.median(t) * 1e3,
-                "mean_ms": statistics.fmean(t) * 1e3,
-                "p99_ms": sorted(t)[int(0.99 * len(t))] * 1e3,
-                "overhead_median": statistics.median(t) / statistics.median(base) - 1,
-                "overhead_mean": statistics.fmean(t) / statistics.fmean(base) - 1,
-                "extra_us_per_step": (statistics.fmean(t) - statistics.fmean(base)) * 1e6,
+                **_arm_figures(rounds[name], rounds["A"], steps),
                 "drainer_cpu_us_per_point": arms[name].drainer_cpu_s / points * 1e6,
                 "drainer_cpu_us_per_step": arms[name].drainer_cpu_in_steps_s / (reps * steps) * 1e6,
             }
-            for name, t in times.items()
+            for name in ARMS
         },
     }
+
+
+def _arm_figures(arm: list[dict[str, Any]], base: list[dict[str, Any]], steps: int) -> dict:
+    """One arm's step figures against A, with bootstrap CIs of the paired overheads."""
+    t = [x for rep in arm for x in rep["times"]]
+    a = [x for rep in base for x in rep["times"]]
+    wall = _bootstrap(
+        [rep["times"] for rep in arm],
+        [rep["times"] for rep in base],
+        lambda b, a: float(np.median(b) / np.median(a) - 1),
+    )
+    cpu_us = [[rep["cpu_s"] / steps * 1e6] for rep in arm]
+    base_cpu_us = [[rep["cpu_s"] / steps * 1e6] for rep in base]
+    cpu = _bootstrap(cpu_us, base_cpu_us, lambda b, a: float(np.mean(b) - np.mean(a)))
+    thread_extra_us = (
+        (
+            statistics.fmean(rep["thread_s"] for rep in arm)
+            - statistics.fmean(rep["thread_s"] for rep in base)
+        )
+        / steps
+        * 1e6
+    )
+    return {
+        "median_ms": statistics.median(t) * 1e3,
+        "mean_ms": statistics.fmean(t) * 1e3,
+        "p99_ms": sorted(t)[int(0.99 * len(t))] * 1e3,
+        "overhead_median": wall["estimate"],
+        "overhead_median_ci": wall["ci"],
+        "overhead_mean": statistics.fmean(t) / statistics.fmean(a) - 1,
+        "extra_us_per_step": (statistics.fmean(t) - statistics.fmean(a)) * 1e6,
+        "cpu_us_per_step": statistics.fmean(c for (c,) in cpu_us),
+        "extra_cpu_us_per_step": cpu["estimate"],
+        "extra_cpu_us_ci": cpu["ci"],
+        "extra_thread_cpu_us_per_step": thread_extra_us,
+    }
+
+
+BOOTSTRAP_RESAMPLES = 4000
+
+
+def _bootstrap(arm: list[list[float]], base: list[list[float]], stat, seed: int = 0) -> dict:
+    """``stat(arm values, base values)`` over all rounds, and its 95% percentile bootstrap CI.
+
+    Rounds are resampled with replacement, each keeping its arm and base repetitions
+    together (they ran side by side, under the same load), so the interval reflects how
+    much the overhead varies from round to round rather than step to step.
+    """
+    rng = np.random.default_rng(seed)
+    arm_a = [np.asarray(r) for r in arm]
+    base_a = [np.asarray(r) for r in base]
+    estimate = stat(np.concatenate(arm_a), np.concatenate(base_a))
+    draws = []
+    for _ in range(BOOTSTRAP_RESAMPLES):
+        pick = rng.integers(0, len(arm_a), len(arm_a))
+        draws.append(
+            stat(
+                np.concatenate([arm_a[i] for i in pick]), np.concatenate([base_a[i] for i in pick])
+            )
+        )
+    low, high = np.percentile(draws, [2.5, 97.5])
+    return {"estimate": estimate, "ci": (float(low), float(high))}
+
+
+def reporting_cpu(home: Path, uri: str, steps: int = 2000, runs: int = 5) -> dict[str, float]:
+    """CPU per training step of the reporting path alone, its two parts measured apart.
+
+    The training thread's part: ``Reporter.metrics`` of 10 points, the batches handed to a
+    transport that drops them. The spool writer's part (the Reporter's background thread
+    in the benchmark's layout, the driver in a Ray job): MetricSink into the spool, one
+    synced transaction per 256-point batch, per 10 points. Each is the minimum over
+    ``runs`` runs: other load on the machine only ever adds to a run's CPU time (evicted
+    caches, a shared core), so the least-disturbed run is the closest to the cost itself.
+    """
+
+    class _Drop:
+        def send(self, events: list, wait: bool = False) -> None:
+            """Drop the batch (the reporter's own cost is measured)."""
+
+    values = {f"m{k}": 0.1 * k for k in range(METRICS_PER_STEP)}
+    reporter = Reporter(_Drop())
+    call_us = []
+    for _ in range(runs):
+        cpu0 = time.process_time()
+        for i in range(steps):
+            reporter.metrics(values, step=i)
+        reporter.flush()
+        call_us.append((time.process_time() - cpu0) / steps * 1e6)
+    spool = Spool(home / "reporting-cpu.db")
+    run = PipelineRun.start(spool, uri, "tracking-bench", "reporting-cpu", {}, home)
+    sink, batch = MetricSink(run), 256
+    collect = _Collect()
+    feeder = Reporter(collect, max_batch=batch, max_age_s=3600)
+    for i in range(runs * steps):
+        feeder.metrics(values, step=i)
+    feeder.flush()
+    per_run = len(collect.batches) // runs
+    write_us = []
+    for r in range(runs):
+        todo = collect.batches[r * per_run : (r + 1) * per_run]
+        cpu0 = time.process_time()
+        for events in todo:
+            sink.emit(events)
+        points = sum(len(b) for b in todo)
+        write_us.append((time.process_time() - cpu0) / points * METRICS_PER_STEP * 1e6)
+    spool.close()
+    return {
+        "reporter_us": min(call_us),
+        "writer_us": min(write_us),
+        **_push_cpu(collect.batches[:per_run], runs),
+    }
+
+
+def _push_cpu(batches: list[list], runs: int) -> dict[str, float]:
+    """CPU per 10 points of serialising a worker's batches for the hub, as Ray does
+    (cloudpickle): as rows (what HubTransport sends since issue 11) and as Event objects
+    (before). Ray's task submission itself is not included."""
+    import ray.cloudpickle as cloudpickle
+
+    from engage.events import _to_rows
+
+    points = sum(len(b) for b in batches)
+    out = {}
+    for name, encode in (("push_us", _to_rows), ("push_events_us", list)):
+        best = math.inf
+        for _ in range(runs):
+            cpu0 = time.process_time()
+            for events in batches:
+                cloudpickle.dumps(encode(events))
+            best = min(best, time.process_time() - cpu0)
+        out[name] = best / points * METRICS_PER_STEP * 1e6
+    return out
+
+
+class _Collect:
+    """A transport that keeps the batches (built ahead, so their creation is not timed)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list] = []
+
+    def send(self, events: list, wait: bool = False) -> None:
+        """Keep the batch."""
+        self.batches.append(events)

@@ -10,13 +10,15 @@ Three measurements, each against a baseline measured in the same run:
    engage reporting 10 metrics per step (B: Reporter -> spool, the drainer sending to
    the SQLite store from its own process at nice 19, as in a real job since issue 11); two
    more arms: S (spool, no drainer) and T (the drainer a thread of the training process, as
-   before issue 11). The arms' order rotates per repetition.
+   before issue 11). Many short rounds, each running every arm once in rotating order; per
+   arm the step's wall time and the training process's CPU time, and bootstrap 95%
+   confidence intervals of the overheads against A, paired by round.
 3. Drain throughput of spooled points to the SQLite store and to a local ``mlflow server``
    versus plain ``log_batch`` of the same points, and an outage: the server SIGKILLed while
    a request is in flight and restarted, then every point counted in MLflow.
 
     python benchmarks/tracking_overhead.py [--calls 20000] [--sync-calls 1000]
-        [--async-calls 2000] [--rounds 4] [--steps 1000] [--reps 6] [--points 50000]
+        [--async-calls 2000] [--rounds 4] [--steps 200] [--reps 40] [--points 50000]
         [--outage-s 5]
 """
 
@@ -31,7 +33,13 @@ from pathlib import Path
 from _report import git_commit, machine, write_section
 from _tracking_drain import drain_throughput, outage
 from _tracking_latency import latency
-from _tracking_train import ARMS, METRICS_PER_STEP, training_overhead
+from _tracking_train import (
+    ARMS,
+    BOOTSTRAP_RESAMPLES,
+    METRICS_PER_STEP,
+    reporting_cpu,
+    training_overhead,
+)
 
 T0 = time.perf_counter()
 
@@ -56,8 +64,8 @@ def main() -> None:
     parser.add_argument("--sync-calls", type=int, default=1000, help="synchronous calls timed")
     parser.add_argument("--async-calls", type=int, default=2000, help="asynchronous calls timed")
     parser.add_argument("--rounds", type=int, default=4, help="interleaved latency rounds")
-    parser.add_argument("--steps", type=int, default=1000, help="training steps per repetition")
-    parser.add_argument("--reps", type=int, default=6, help="repetitions of each arm")
+    parser.add_argument("--steps", type=int, default=200, help="training steps per round")
+    parser.add_argument("--reps", type=int, default=40, help="interleaved rounds of the arms")
     parser.add_argument("--points", type=int, default=50000, help="points spooled then drained")
     parser.add_argument("--outage-s", type=float, default=5.0, help="seconds the server is down")
     args = parser.parse_args()
@@ -68,6 +76,7 @@ def main() -> None:
         lat = latency(home, uri, args.calls, args.sync_calls, args.async_calls, args.rounds)
         print(f"latency done at {time.perf_counter() - T0:.0f} s")
         train = training_overhead(home, uri, args.steps, args.reps)
+        train["parts"] = reporting_cpu(home, uri)
         print(f"training done at {time.perf_counter() - T0:.0f} s")
         # A local `mlflow server` may not come up in time on a loaded machine: say so in
         # the section rather than lose the figures measured before it.
@@ -115,53 +124,124 @@ nothing of it is durable if the process dies first (engage's points are on disk 
 flush)."""
 
 
+STEP_BUDGET_MS = 2.5  # issue 11: tracking at <= 1% of a 2.5 ms training step
+BUDGET = 0.01
+
+
+def _ci(low_high: tuple[float, float], scale: float = 100, fmt: str = "+.1f") -> str:
+    return f"[{low_high[0] * scale:{fmt}}, {low_high[1] * scale:{fmt}}]"
+
+
+def _wall_verdict(ci: tuple[float, float]) -> str:
+    if ci[1] <= BUDGET:
+        return "met (the whole interval is at or below +1%)"
+    if ci[0] > BUDGET:
+        return "NOT met (the whole interval is above +1%)"
+    return "not decided by wall time (the interval straddles +1%: the machine's noise is larger than the budget)"
+
+
 def training_section(train: dict) -> str:
     arms = train["arms"]
     rows = "\n".join(
-        f"| {n}: {ARMS[n]} | {a['median_ms']:.3f} | {a['mean_ms']:.3f} | {a['p99_ms']:.2f} | "
-        f"{100 * a['overhead_median']:+.1f}% | {100 * a['overhead_mean']:+.1f}% | "
-        f"{a['extra_us_per_step']:+.0f} | "
+        f"| {n}: {ARMS[n]} | {a['median_ms']:.3f} | {100 * a['overhead_median']:+.1f}% "
+        f"{_ci(a['overhead_median_ci'])} | {a['mean_ms']:.3f} | {a['p99_ms']:.2f} | "
+        f"{a['cpu_us_per_step']:.0f} | {a['extra_cpu_us_per_step']:+.1f} "
+        f"{_ci(a['extra_cpu_us_ci'], 1, '+.1f')} | "
+        f"{a['extra_cpu_us_per_step'] / (STEP_BUDGET_MS * 10):+.2f}% | "
         + (f"{a['drainer_cpu_us_per_point']:.0f} |" if n in "BT" else "– |")
         for n, a in arms.items()
     )
-    s, b, t = (arms[n] for n in "SBT")
+    a0, s, b, t = (arms[n] for n in "ASBT")
     rate = METRICS_PER_STEP / (b["mean_ms"] / 1e3)
-    met = b["overhead_median"] <= 0.01
+    budget_us = STEP_BUDGET_MS * 1e3 * BUDGET
+    cpu_lo, cpu_hi = b["extra_cpu_us_ci"]
+    cpu_met = cpu_hi <= budget_us
     return f"""### Training step overhead, 10 metrics per step
 
 A 64-256-256-1 MLP with Adam on one fixed random batch of 256, `torch.set_num_threads(1)`, seed 0;
-{train["steps"]} steps per repetition, {train["reps"]} repetitions of each arm, the arms' order
-rotating each repetition. The 10 metric values are computed in every arm; only reporting differs.
-B logs about {rate:.0f} points/s. The drainer's CPU is read from its process's (B) or thread's (T)
-CPU clock over the repetitions, draining included. Since issue 11 every job's drainer is a
-separate process at nice 19 (B; `Drainer.start()`), and the Reporter hands each full batch of
-256 points to a background thread, which writes it to the spool (one synced SQLite transaction),
-so the training thread only appends to a list.
+{train["reps"]} short rounds of {train["steps"]} steps, each round running every arm once, the
+arms' order rotating. The 10 metric values are computed in every arm; only reporting differs.
+B logs about {rate:.0f} points/s. Since issue 11 every job's drainer is a separate process at
+nice 19 (B; `Drainer.start()`), and the Reporter hands each full batch of 256 points to a
+background thread, which writes it to the spool (one synced SQLite transaction), so the
+training thread only appends to a list.
 
-| arm | median step ms | mean step ms | p99 ms | overhead (median) | overhead (mean) | µs per step vs A | drainer CPU µs per point |
-| --- | --- | --- | --- | --- | --- | --- | --- |
+Two measures per arm. *Wall*: the step's wall time (`perf_counter` around each step),
+which other load on these shared cores inflates. *CPU*: the training process's CPU time
+(`time.process_time`: every thread of the process, the Reporter's spool writer and T's
+drainer thread included, nothing of other processes) from a round's first step to the end
+of its final flush, per step. Other load moves it far less than the wall time, though not
+to zero: evicted caches and a shared core make every arm's steps dearer alike, A's included
+({a0["cpu_us_per_step"]:.0f} µs of CPU per step here). The overheads against A are paired
+by round (the arms of one round ran side by side) and their 95% confidence intervals
+bootstrapped over rounds ({BOOTSTRAP_RESAMPLES} resamples).
+
+| arm | median step ms | overhead on the median [95% CI] | mean step ms | p99 ms | process CPU µs per step | CPU µs per step vs A [95% CI] | CPU vs A, % of a {STEP_BUDGET_MS} ms step | drainer CPU µs per point |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
 {rows}
 
-Target ≤ 1% for B (a real job), on the median step → **{"met" if met else "NOT met"}**:
-{100 * b["overhead_median"]:+.1f}% on the median, {100 * b["overhead_mean"]:+.1f}% on the mean (the
-mean carries the machine's other load: on 2 shared cores the drainer process and the spool
-writer still take CPU time that some steps wait for).
+Target: tracking costs ≤ 1% of a {STEP_BUDGET_MS} ms step ({budget_us:.0f} µs) for B, a real job.
 
-Where the cost goes, in mean µs per step over A: engage's own work in the training process
-(S: Reporter, and the background spool write) {s["extra_us_per_step"]:+.0f}; the drainer process
-beside it (B − S) {b["extra_us_per_step"] - s["extra_us_per_step"]:+.0f}, for
-{b["drainer_cpu_us_per_step"]:.0f} µs of CPU it spent per step while the steps ran
-({b["drainer_cpu_us_per_point"]:.0f} µs per point drained, {rate * b["drainer_cpu_us_per_point"] / 1e6:.0%} of a core at
-B's rate, at the lowest priority). The drainer as a thread of the training process (T, the
-layout before issue 11) costs {t["extra_us_per_step"]:+.0f} µs per step
-({100 * t["overhead_median"]:+.1f}% median, {100 * t["overhead_mean"]:+.1f}% mean): MLflow's SQLAlchemy
-store holds the training thread's GIL for most of its {t["drainer_cpu_us_per_point"]:.0f} µs per point.
+- **CPU** → **{"met" if cpu_met else "NOT met"}**: the training process pays
+  {b["extra_cpu_us_per_step"]:+.1f} µs of CPU per step for its 10 points (95% CI
+  [{cpu_lo:+.1f}, {cpu_hi:+.1f}] µs), {b["extra_cpu_us_per_step"] / (STEP_BUDGET_MS * 10):+.2f}% of a
+  {STEP_BUDGET_MS} ms step and {100 * b["extra_cpu_us_per_step"] / a0["cpu_us_per_step"]:+.2f}% of this
+  machine's {a0["cpu_us_per_step"]:.0f} µs step (A). S, the same without a drainer,
+  {s["extra_cpu_us_per_step"]:+.1f} µs {_ci(s["extra_cpu_us_ci"], 1)}, so the drainer process
+  adds {b["extra_cpu_us_per_step"] - s["extra_cpu_us_per_step"]:+.0f} µs to the training process
+  (its own CPU is below).
+- **Wall time** → {_wall_verdict(b["overhead_median_ci"])}: B's median step
+  {100 * b["overhead_median"]:+.2f}% against A's, 95% CI {_ci(b["overhead_median_ci"], 100, "+.2f")}%
+  (S {_ci(s["overhead_median_ci"], 100, "+.2f")}%).
+
+The drainer process beside it spent {b["drainer_cpu_us_per_step"]:.0f} µs of CPU per step while
+the steps ran ({b["drainer_cpu_us_per_point"]:.0f} µs per point drained, at the lowest priority):
+on a machine with a core to spare that is not the training process's time; on a full one it
+is what some steps wait for (B − S in mean wall time: {b["extra_us_per_step"] - s["extra_us_per_step"]:+.0f} µs).
+The drainer as a thread of the training process (T, the layout before issue 11) costs
+{t["extra_cpu_us_per_step"]:+.0f} µs of the training process's CPU per step
+({100 * t["overhead_median"]:+.1f}% on the median wall step): MLflow's SQLAlchemy store holds the
+training thread's GIL for most of its {t["drainer_cpu_us_per_point"]:.0f} µs per point.
+
+{parts_section(train["parts"])}"""
+
+
+def parts_section(parts: dict) -> str:
+    budget_us = STEP_BUDGET_MS * 1e3 * BUDGET
+    rows = [
+        ("`Reporter.metrics` on the training thread", parts["reporter_us"]),
+        (
+            "spool writer: MetricSink -> spool, one synced transaction per 256 points",
+            parts["writer_us"],
+        ),
+        (
+            "a Ray worker's push: the batch serialised for the hub as rows (since issue 11)",
+            parts["push_us"],
+        ),
+        ("the same push as Event objects (before)", parts["push_events_us"]),
+    ]
+    table = "\n".join(
+        f"| {what} | {us:.1f} | {us / (STEP_BUDGET_MS * 10):.2f}% |" for what, us in rows
+    )
+    worker = parts["reporter_us"] + parts["push_us"]
+    driver = parts["reporter_us"] + parts["writer_us"]
+    return f"""Where the CPU goes, each part measured alone (the least-disturbed of 5 runs of 2,000
+steps; other load only adds CPU time, so the minimum is the closest to the cost itself):
+
+| part, per step of 10 points | CPU µs | % of a {STEP_BUDGET_MS} ms step |
+| --- | --- | --- |
+{table}
 
 In an engage job the training loop runs in Ray Train worker processes: a worker pays its
-Reporter and a push to the job's event hub (from the background thread), and the driver spools;
-this benchmark (no Ray) puts the spool writer in the training process, the heavier case.
-At B's mean cost the 1% target holds for steps of {max(b["extra_us_per_step"], 0) / 10:.1f} ms or more at
-10 metrics per step."""
+Reporter and the push to the job's event hub (from the background thread), about
+{worker:.0f} µs per step ({worker / (STEP_BUDGET_MS * 10):.2f}%; Ray's task submission, one per
+256 points, comes on top), and the **driver** pays the spool write. This benchmark (no Ray)
+puts the spool writer in the training process, as for a driver's own Reporter (stages, the
+federated job): {driver:.0f} µs per step ({driver / (STEP_BUDGET_MS * 10):.2f}%),
+{"within" if driver <= budget_us else "over"} the {budget_us:.0f} µs budget. The spool write is
+SQLite's per-row insert into the indexed outbox (one row per point) and its fsync; it runs
+on the background thread, which releases the GIL inside SQLite, so on a machine with a core
+to spare it is CPU beside the step more than time in it."""
 
 
 def drain_section(drain: dict | str) -> str:

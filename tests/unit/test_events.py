@@ -288,3 +288,47 @@ def test_a_timer_flush_that_fails_is_raised_on_the_next_call_and_keeps_the_event
 
     # "a" was kept for the retry; "b" raised, so it was never acknowledged
     assert [e.name for b in transport.batches for e in b] == ["a"]
+
+
+def test_metrics_builds_the_same_events_as_the_dataclass() -> None:
+    """metrics() skips Event.__init__ for speed; what it builds must not differ from it."""
+    import pickle
+
+    sink = _Recorder()
+    reporter = Reporter(sink, {"rank": "0"}, max_batch=100, max_age_s=60)
+    reporter.metrics({"loss": 1, "acc": 0.5}, step=3)
+    reporter.flush()
+    (got,) = sink.batches
+    want = [
+        Event("metric", n, float(v), 3, got[0].timestamp_ms, {"rank": "0"})
+        for n, v in (("loss", 1), ("acc", 0.5))
+    ]
+    assert got == want
+    assert [repr(e) for e in got] == [repr(e) for e in want]
+    assert all(type(e.value) is float for e in got)  # an int reported is stored as a float
+    assert pickle.loads(pickle.dumps(got)) == want  # Ray pickles batches to the hub
+    with pytest.raises(AttributeError):  # still frozen
+        got[0].value = 2.0  # type: ignore[misc]
+
+
+def test_batches_cross_the_hub_as_rows_and_come_back_equal() -> None:
+    """The worker's push and the driver's drain carry plain tuples (cheap to pickle), and
+    the pump's Events equal the reported ones, labels and data included."""
+    import ray.cloudpickle
+
+    hub = EventHub()
+    pushed: list = []
+    handle = _FakeHubHandle(hub)
+    handle.push.remote = lambda batch: (pushed.append(batch), hub.push(batch))[1]
+    sent = [
+        Event("metric", "loss", 0.5, 3, 1000, {"rank": "1"}),
+        Event("lifecycle", "epoch_end", None, None, 1001, {}, {"epoch": 2}),
+    ]
+    HubTransport(handle).send(sent)
+
+    assert all(type(row) is tuple for batch in pushed for row in batch)
+    rows = ray.cloudpickle.loads(ray.cloudpickle.dumps(pushed[0]))
+    assert reporting._from_rows(rows) == sent
+    assert hub.drain() == sent
+    hub.push(sent)
+    assert hub.drain() == sent
