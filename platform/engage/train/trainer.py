@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from engage.errors import ClusterError, EngageError, TrainingError
-from engage.events import EventPump
+from engage.events import HUB_POLL_S, EventPump
 from engage.train.checkpoint import CheckpointError, load_checkpoint
 from engage.train.loop import TrainJob, train_loop_per_worker, training_model
 
-_POLL_S = 0.25
 # Resources every Ray node has; any other name is a custom one someone must configure.
 _BUILTIN = frozenset({"CPU", "GPU", "memory", "object_store_memory"})
 _BYTES = frozenset({"memory", "object_store_memory"})  # too long to be worth listing
@@ -195,7 +194,7 @@ def fit(
     thread = threading.Thread(target=_run, name="engage-fit", daemon=True)
     thread.start()
     while thread.is_alive():
-        thread.join(_POLL_S)
+        thread.join(HUB_POLL_S)  # the durability contract's hub poll
         pump.poll()
         on_tick()
     pump.finish()

@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from engage.errors import SpecError, TrainingError
-from engage.events import EventPump, FanOut, start_hub
+from engage.events import HUB_POLL_S, EventPump, FanOut, start_hub
 from engage.spec import LoadedSpec
 from engage.spec.models import TuneSpec
 from engage.train.tuning.search import max_epochs, touches_data, tune_space
 from engage.train.tuning.trial import TrialSetup, run_trial
 from engage.train.tuning.trials import TrialBook, TrialRecord
 
-_POLL_S = 0.25
 _OUTPUT_ENV = "RAY_AIR_NEW_OUTPUT"
 _FINAL_DRAIN_S = 60.0  # how long the end of a search waits for the trials' last events
 
@@ -182,7 +181,7 @@ def _fit(tuner: Any, pump: EventPump, book: TrialBook) -> None:
     thread.start()
     try:
         while thread.is_alive():
-            thread.join(_POLL_S)
+            thread.join(HUB_POLL_S)  # the durability contract's hub poll
             pump.poll()
         pump.finish(_FINAL_DRAIN_S)
     finally:
