@@ -6,14 +6,23 @@ MLflow (``stage_*_seconds``); "CLI start-up" is the rest (interpreter, imports, 
 The baseline, measured in the same run, is the floor any Ray Train job pays here: a bare
 ``ray.init`` plus a 2-worker TorchTrainer whose loop does nothing. With ``--loaded N`` it
 then runs the quickstart N more times beside CPU hogs (one busy process per core, at the
-same priority), the way a new user's busy laptop or a shared CI runner would.
+same priority; ``--hogs`` of them, one by default as in the e2e test), the way a new
+user's busy laptop or a shared CI runner would. ``--loaded 0`` measures the idle figure
+only. ``--keep-failed DIR`` keeps what a failed run leaves (its ENGAGE_HOME, the CLI's
+stdout and stderr, the managed Ray head's session logs) under DIR and prints the path.
 
-    python benchmarks/quickstart_walltime.py [--repeat 3] [--loaded 1]
+    python benchmarks/quickstart_walltime.py [--repeat 3] [--loaded 1] [--hogs 1]
+        [--keep-failed DIR] [--no-doc]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -46,50 +55,130 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_quickstart() -> tuple[float, dict[str, float]]:
+class QuickstartFailed(Exception):
+    """A quickstart run that exited non-zero: its exit code, last stderr line and wall time."""
+
+    def __init__(self, returncode: int, last_line: str, wall: float, kept: Path | None):
+        super().__init__(f"exit {returncode}: {last_line}")
+        self.returncode, self.last_line, self.wall, self.kept = returncode, last_line, wall, kept
+
+
+def _keep(home: Path, done: subprocess.CompletedProcess, keep: Path) -> Path:
+    """Copy a failed run's home, CLI output and the managed head's Ray logs under ``keep``."""
+    dest = Path(tempfile.mkdtemp(prefix="quickstart-failed-", dir=keep))
+    (dest / "stdout.txt").write_bytes(done.stdout or b"")
+    (dest / "stderr.txt").write_bytes(done.stderr or b"")
+    shutil.copytree(home, dest / "home", ignore=shutil.ignore_patterns("*.sock"), symlinks=True)
+    # A failed job stops the head it started and forgets its record; the temp dir (named
+    # after the home, as engage.serve.cluster does) and its logs stay.
+    state = home / "serve" / "cluster.json"
+    digest = hashlib.sha1(str(home.resolve()).encode()).hexdigest()[:10]
+    temp = Path(json.loads(state.read_text())["temp_dir"]) if state.is_file() else None
+    logs = (temp or Path("/tmp") / f"engage-ray-{digest}") / "session_latest" / "logs"
+    if logs.is_dir():
+        shutil.copytree(logs, dest / "ray-logs", symlinks=True, dirs_exist_ok=True)
+    return dest
+
+
+def _what_failed(stderr: bytes | None) -> str:
+    """The line of engage's error that says what failed (the last line is often the hint)."""
+    lines = [x.strip() for x in (stderr or b"").decode(errors="replace").splitlines()]
+    lines = [x for x in lines if x] or ["no output"]
+    return next((x for x in lines if "failed:" in x), lines[-1])[:200]
+
+
+def run_quickstart(keep: Path | None = None) -> tuple[float, dict[str, float]]:
+    """One quickstart in a fresh home: wall seconds and the split by stage.
+
+    The deploy stage is split further by the steps ``engage deploy`` times (its
+    ``deployment.json``), and the rest of the wall time into the drift demo (the seconds the
+    CLI prints), the CLI's start-up (until its first line) and exit (after its last line),
+    and what lies between the stages (opening the run, waiting for MLflow's first run id,
+    the summary).
+
+    Raises
+    ------
+    QuickstartFailed
+        The CLI exited non-zero (what it left is kept under ``keep`` when given).
+    """
     from mlflow import MlflowClient
 
     with tempfile.TemporaryDirectory() as home:
-        started = time.perf_counter()
         try:
-            subprocess.run(
-                [str(ENGAGE), "quickstart", "--home", home, "--set", f"deploy.port={_free_port()}"],
-                cwd=REPO,
-                check=True,
-                capture_output=True,
+            done, wall, first, last = _run_timed(
+                [str(ENGAGE), "quickstart", "--home", home, "--set", f"deploy.port={_free_port()}"]
             )
-            wall = time.perf_counter() - started
+            if done.returncode != 0:
+                kept = _keep(Path(home), done, keep) if keep else None
+                raise QuickstartFailed(done.returncode, _what_failed(done.stderr), wall, kept)
+            phases = _deploy_phases(Path(home))  # before `serve stop` removes the app's state
         finally:  # the served model outlives the command; the benchmark must not
             subprocess.run([str(ENGAGE), "serve", "stop", "--home", home], capture_output=True)
         client = MlflowClient(f"sqlite:///{home}/mlflow.db")
         run = client.search_runs([client.get_experiment_by_name("quickstart").experiment_id])[0]
         stages = {s: run.data.metrics.get(f"stage_{s}_seconds", 0.0) for s in STAGES}
-    stages["cli start-up, drift demo, exit"] = wall - sum(stages.values())
-    return wall, stages
+    split = {s: stages[s] for s in STAGES if s != "deploy"}
+    split |= {f"deploy: {k}": v for k, v in phases.items()}
+    split["deploy: process start-up, smoke request"] = stages["deploy"] - sum(phases.values())
+    drift = _drift_demo_seconds(done.stdout)
+    split["drift demo"] = drift
+    split["cli start-up (to its first line)"] = first
+    split["cli exit (after its last line)"] = wall - last
+    split["between stages: opening the run, MLflow's first run id, summary"] = (
+        wall - sum(stages.values()) - drift - first - (wall - last)
+    )
+    return wall, split
 
 
-def run_loaded() -> tuple[float, str]:
-    """One quickstart beside one CPU-bound process per core: its wall time and outcome.
+def _run_timed(command: list[str]) -> tuple[subprocess.CompletedProcess, float, float, float]:
+    """Run ``command``: its result, wall seconds, and when its first and last lines came."""
+    with tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=err)
+        lines, times = [], []
+        for line in process.stdout:
+            lines.append(line)
+            times.append(time.perf_counter() - started)
+        returncode = process.wait()
+        wall = time.perf_counter() - started
+        err.seek(0)
+        done = subprocess.CompletedProcess(command, returncode, b"".join(lines), err.read())
+    return done, wall, (times or [wall])[0], (times or [wall])[-1]
+
+
+def _deploy_phases(home: Path) -> dict[str, float]:
+    """The seconds per step of the quickstart's deploy, as ``engage deploy`` recorded them."""
+    states = sorted(home.glob("serve/*/deployment.json"))
+    return json.loads(states[0].read_text()).get("phases", {}) if states else {}
+
+
+def _drift_demo_seconds(stdout: bytes) -> float:
+    """The drift demo's seconds, from the alert line the quickstart prints."""
+    found = re.search(rb"after\s+\d+\s+windows\s+\((\d+(?:\.\d+)?)\s+s\)", stdout or b"")
+    return float(found.group(1)) if found else 0.0
+
+
+def run_loaded(hogs: int, keep: Path | None = None) -> tuple[float, str]:
+    """One quickstart beside ``hogs`` CPU-bound processes: its wall time and outcome.
 
     A failure under load is a result, not a crash of the benchmark: the outcome names the
     exit code and the last line engage printed on stderr.
     """
-    import os
-
-    hogs = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        for _ in range(os.cpu_count() or 1)
-    ]
-    started = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(hogs)]
     try:
-        return run_quickstart()[0], "completed"
-    except subprocess.CalledProcessError as exc:
-        lines = (exc.stderr or b"").decode(errors="replace").strip().splitlines() or ["no output"]
-        return time.perf_counter() - started, f"exit {exc.returncode}: {lines[-1]}"
+        return run_quickstart(keep)[0], "completed"
+    except QuickstartFailed as exc:
+        if exc.kept:
+            print(f"failed run kept in {exc.kept}")
+        return exc.wall, str(exc)
     finally:
-        for hog in hogs:
+        for hog in procs:
             hog.kill()
             hog.wait()
+
+
+def _load() -> str:
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def run_baseline() -> float:
@@ -102,44 +191,67 @@ def run_baseline() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--loaded", type=int, default=1, help="runs beside CPU hogs")
+    parser.add_argument("--loaded", type=int, default=1, help="runs beside CPU hogs (0: idle only)")
+    parser.add_argument(
+        "--hogs", type=int, default=1, help="CPU-bound processes beside a loaded run"
+    )
+    parser.add_argument(
+        "--keep-failed", type=Path, metavar="DIR", help="keep a failed run's home and logs here"
+    )
+    parser.add_argument(
+        "--no-doc", action="store_true", help="print the figures, leave docs/BENCHMARKS.md alone"
+    )
     args = parser.parse_args()
+    if args.keep_failed:
+        args.keep_failed.mkdir(parents=True, exist_ok=True)
     walls, splits, floors = [], [], []
+    idle_load = _load()  # the machine is shared: say how busy it was before the idle runs
     for i in range(args.repeat):
-        wall, split = run_quickstart()
+        try:
+            wall, split = run_quickstart(args.keep_failed)
+        except QuickstartFailed as exc:
+            sys.exit(f"repetition {i + 1} failed after {exc.wall:.1f} s: {exc} (kept: {exc.kept})")
         floor = run_baseline()
         walls.append(wall)
         splits.append(split)
         floors.append(floor)
         print(f"repetition {i + 1}: quickstart {wall:.1f} s, bare Ray Train floor {floor:.1f} s")
+        print("  " + ", ".join(f"{k} {v:.1f}" for k, v in split.items()))
     loaded, outcomes = [], []
+    loaded_load = _load()
     for i in range(args.loaded):
-        wall, outcome = run_loaded()
+        wall, outcome = run_loaded(args.hogs, args.keep_failed)
         loaded.append(wall)
         outcomes.append(outcome)
-        print(f"loaded repetition {i + 1}: quickstart {wall:.1f} s beside CPU hogs, {outcome}")
+        print(
+            f"loaded repetition {i + 1}: quickstart {wall:.1f} s beside {args.hogs} CPU hogs, {outcome}"
+        )
+    if not walls:  # a loaded-only run (a diagnosis) has no idle figure to write
+        return
     med = statistics.median(walls)
     floor = statistics.median(floors)
     loaded_row = (
-        f"| quickstart beside one CPU hog per core, median of {args.loaded} | "
+        f"| quickstart beside {args.hogs} CPU hog{'s' if args.hogs != 1 else ''} "
+        f"({os.cpu_count()} cores; load average before {loaded_load}), median of {args.loaded} | "
         f"{statistics.median(loaded):.1f} s (runs: {', '.join(f'{w:.1f}' for w in loaded)}); "
         f"{statistics.median(loaded) / med:.2f}× the idle time; {'; '.join(outcomes)} |\n"
         if loaded
         else ""
     )
     rows = "\n".join(
-        f"| {k} | {statistics.median(s[k] for s in splits):.1f} | "
-        f"{100 * statistics.median(s[k] for s in splits) / med:.0f}% |"
+        f"| {k} | {statistics.median(s.get(k, 0.0) for s in splits):.1f} | "
+        f"{100 * statistics.median(s.get(k, 0.0) for s in splits) / med:.0f}% |"
         for k in splits[0]
     )
-    largest = max(splits[0], key=lambda k: statistics.median(s[k] for s in splits))
+    largest = max(splits[0], key=lambda k: statistics.median(s.get(k, 0.0) for s in splits))
     body = f"""## `make quickstart` wall time (issues 2 and 13)
 
-Machine: {machine()}. Commit {git_commit()}. Command: `python benchmarks/quickstart_walltime.py --repeat {args.repeat} --loaded {args.loaded}`
+Machine: {machine()}. Commit {git_commit()}. Command: `python benchmarks/quickstart_walltime.py --repeat {args.repeat} --loaded {args.loaded} --hogs {args.hogs}`
 (runs `engage quickstart` with a fresh ENGAGE_HOME each time; install excluded).
 
 | figure | value |
 | --- | --- |
+| load average (1, 5, 15 min) before the idle runs | {idle_load} |
 | quickstart wall time, median of {args.repeat} | **{med:.1f} s** (runs: {", ".join(f"{w:.1f}" for w in walls)}) |
 | target | ≤ 120 s → {"met" if med <= 120 else "NOT met"} |
 | baseline: bare `ray.init` + empty 2-worker TorchTrainer, same run | {floor:.1f} s |
@@ -151,15 +263,23 @@ Split (median seconds per stage):
 | --- | --- | --- |
 {rows}
 
-Largest cost: **{largest}**. The quickstart now also exports ONNX/TorchScript copies and
-ends by serving the model (the `deploy` stage starts Serve's controller, proxy and
-replicas on the Ray head the job trained on: the `ray` stage starts engage's serving head,
-one cluster for both), on top of training. Training's share is almost all Ray Train
-start-up (worker processes, torch import, gloo process group): the baseline above, which
-trains nothing, costs {floor:.0f} s. What would cut it further: a warm cluster between runs
-(`ray start --head` once, then `--address auto`).
+Largest cost: **{largest}**. The quickstart trains, exports ONNX/TorchScript copies, and
+ends by serving the model on the Ray head it trained on (the `ray` stage starts engage's
+serving head, one cluster for both) and showing a drift alert. The `deploy:` rows are the
+steps `engage deploy` times (`deployment.json`): the deploy's process is started when the
+job joins the head, so it imports, connects and starts Serve's controller and proxies while
+the model trains, and `deploy: serve start` is only what was left of that wait; `process
+start-up, smoke request` is the rest of the stage. The drift demo's first round of shifted
+windows is sized to reach the replica's first drift check. The `between stages` row is
+time no stage timer covers: in a profile of the CLI it is mostly opening the MLflow run
+(lineage capture, the dataset) before the `ray` stage and the monitor's wait for the
+drainer to create the run in a fresh home's MLflow database after it. Training's share is almost all
+Ray Train start-up (worker processes, torch import, gloo process group): the baseline
+above, which trains nothing, costs {floor:.0f} s. What would cut it further: a warm
+cluster between runs (`ray start --head` once, then `--address auto`).
 """
-    write_section("quickstart", body)
+    if not args.no_doc:
+        write_section("quickstart", body)
     print(body)
 
 

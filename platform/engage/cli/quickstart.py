@@ -19,6 +19,7 @@ from engage.errors import DeployError
 
 if TYPE_CHECKING:  # the pipeline pulls in Ray; `engage --help` should not
     from engage.runtime.pipeline import PipelineResult
+    from engage.spec.models import DeploySpec
 
 REPO_SPEC = Path("pipelines/quickstart.yaml")
 USER_SPEC = "quickstart.yaml"
@@ -47,7 +48,10 @@ def quickstart(
                 print_next_steps(out, exc.run_result, spec)
             raise
         if result.deployment is not None and result.deployment.result.url:
-            show_drift_caught(out, result, engage_home)
+            from engage.spec import load_spec
+
+            deploy = load_spec(spec, set_ or []).spec.deploy  # the section it was served with
+            show_drift_caught(out, result, engage_home, deploy)
         print_next_steps(out, result, spec)
 
     guarded(_body)
@@ -108,9 +112,16 @@ def _holds(path: Path, text: str) -> bool:
         return False
 
 
-def show_drift_caught(console: Console, result: PipelineResult, home: Path) -> None:
-    """Send the served model a shifted batch and print the drift alert it raises."""
-    from engage.serve.demo import drift_demo
+def show_drift_caught(
+    console: Console, result: PipelineResult, home: Path, deploy: DeploySpec | None = None
+) -> None:
+    """Send the served model a shifted batch and print the drift alert it raises.
+
+    ``deploy`` (the deploy section the model is served with) sizes the rounds of shifted
+    windows so that the first one reaches the replica's first drift check.
+    """
+    from engage.serve.demo import drift_demo, windows_per_round
+    from engage.spec.models import DeploySpec
 
     served = result.deployment.result
     console.print()
@@ -118,10 +129,10 @@ def show_drift_caught(console: Console, result: PipelineResult, home: Path) -> N
         "[bold]Drift[/]: sending the served model windows where the temperature reads 6 °C "
         "higher and CO2 60% higher than in training..."
     )
-    alert = drift_demo(served.url, home)
+    alert = drift_demo(served.url, home, windows_per_round(deploy or DeploySpec()))
     console.print(
         f"[red]alert {alert.rule}[/] ({alert.severity}) on {alert.model} version {alert.version} "
-        f"after {alert.windows_sent} windows: features that moved: "
+        f"after {alert.windows_sent} windows ({alert.seconds:.1f} s): features that moved: "
         f"[bold]{', '.join(alert.features)}[/]"
     )
     console.print(f"  {alert.summary}")

@@ -2,10 +2,15 @@
 
 It runs after the run ended (:meth:`engage.runtime.job.Job.deploy`), in a subprocess,
 because this process already belongs to the job's Ray session while Serve needs its own.
+A job that trains on the serving head starts that subprocess early
+(:func:`engage.serve.deploy_process.start_early`): it joins the head and starts Serve while
+training runs, and the deploy then hands it the registered version.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +20,7 @@ from engage.errors import DeployError
 from engage.runtime.options import RunOptions
 from engage.runtime.session import resolve_address
 from engage.runtime.stages import raw_inputs
+from engage.serve.deploy_process import run_deploy
 from engage.spec import LoadedSpec
 from engage.tracking.store import resolve_tracking_uri
 
@@ -86,32 +92,22 @@ def _deploy_in_subprocess(options: dict[str, Any]) -> DeployResult:
         The deploy failed or outlived its time-out; the subprocess's output is kept in
         ``<home>/serve/deploy-stage.log`` and named in the hint.
     """
-    import json
-    import subprocess
-    import sys
-
     from engage.serve import DeployResult
 
-    log = Path(options["home"]) / "serve" / "deploy-stage.log"
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "engage.serve.deploy_job"],
-            input=json.dumps(options),
-            capture_output=True,
-            text=True,
-            timeout=_DEPLOY_TIMEOUT_S,
-        )
+        stdout, stderr, returncode = run_deploy(options, _DEPLOY_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise DeployError(
             f"the deploy stage did not finish within {_DEPLOY_TIMEOUT_S:.0f} s",
             hint="see `engage serve status`; a busy machine slows Serve's start",
         ) from None
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
     payload = json.loads(lines[-1]) if lines else {}
-    if done.returncode != 0 or "error" in payload or not payload:
+    if returncode != 0 or "error" in payload or not payload:
+        log = Path(options["home"]) / "serve" / "deploy-stage.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(done.stdout + done.stderr)
-        message = payload.get("error") or (done.stderr.strip().splitlines() or ["no output"])[-1]
+        log.write_text(stdout + stderr)
+        message = payload.get("error") or (stderr.strip().splitlines() or ["no output"])[-1]
         hint = payload.get("hint")
         raise DeployError(
             f"deploy stage failed: {message}",

@@ -174,7 +174,11 @@ class RaySession:
         self._stack.close()
 
     def release_head(self) -> None:
-        """Stop the serving head this job started, when nothing will be served on it."""
+        """Stop the serving head this job started, when nothing will be served on it (and
+        the deploy process started early, :func:`engage.serve.deploy_process.start_early`)."""
+        from engage.serve.deploy_process import cancel_early
+
+        cancel_early()
         if self.serving_home is not None:
             from engage.serve.cluster import stop_managed
 
@@ -222,7 +226,8 @@ def _join_serving_head(
     """Start (or reuse) the managed serving head and connect this driver to it.
 
     Returns the head's address and, when this call started the head, the home to stop it
-    by; leaving the session disconnects the driver and leaves the head running.
+    by; leaving the session disconnects the driver and leaves the head running. The deploy
+    to come starts its process now, which starts Serve on the head meanwhile.
     """
     from engage.serve.cluster import connect, ensure_cluster
 
@@ -240,6 +245,9 @@ def _join_serving_head(
     import ray
 
     stack.callback(ray.shutdown)
+    from engage.serve.deploy_process import start_early
+
+    start_early(deploy, options.home)  # Serve starts on the head while the job trains
     return cluster.address, options.home if started else None
 
 

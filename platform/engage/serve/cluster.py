@@ -206,7 +206,18 @@ def head_environment(
 # thread it hands every request to and back (the default; in the request profile of a
 # replica that hop was a third of its time). The handler blocks that loop only for the
 # model call, which a replica holding a fraction of a CPU would wait for anyway.
-_SERVE_ENV = {"RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0"}
+#
+# Serve's controller gives a starting proxy 5 s to answer its readiness check (10 s for a
+# health check), three times in a row, then kills it and starts another. Beside two CPU
+# hogs on 2 cores a proxy's worker process alone takes longer, so every proxy was killed
+# in turn and the deploy failed (docs/BENCHMARKS.md, quickstart). A proxy that fails says
+# so at once (its check raises); these limits only bound a slow one, which is worth waiting
+# for: the deploy has its own budget (engage.serve.proxy_wait).
+_SERVE_ENV = {
+    "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+    "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60",
+    "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "30",
+}
 
 
 def _haproxy_env(folder: Path, temp: Path) -> dict[str, str]:
@@ -276,7 +287,14 @@ def _is_client_server(cmdline: Sequence[str], gcs_port: str | None) -> bool:
     return any(a.startswith("--address=") and a.endswith(f":{gcs_port}") for a in cmdline)
 
 
-def stop_managed(home: Path, grace_s: float = 10.0) -> list[int]:
+# How long the head's processes get to exit on SIGTERM before SIGKILL. Measured on 2 cores:
+# the dashboard, its agents and the client server exit within 2.5 s; the actors' workers and
+# the raylet took 10-14 s and the GCS more than 15 s, and they hold nothing of the user's by
+# then (apps are deleted and runs ended before the head is stopped).
+STOP_GRACE_S = 3.0
+
+
+def stop_managed(home: Path, grace_s: float = STOP_GRACE_S) -> list[int]:
     """Stop the managed head of ``home`` by process id; returns pids that survived."""
     cluster = read_cluster(home)
     if cluster is None:
@@ -305,7 +323,7 @@ def _head_processes(temp: Path, gcs_port: str, pids: Sequence[int] = ()) -> list
 
 
 def _stop_head(
-    temp: Path, gcs_port: str, pids: Sequence[int] = (), grace_s: float = 10.0
+    temp: Path, gcs_port: str, pids: Sequence[int] = (), grace_s: float = STOP_GRACE_S
 ) -> list[int]:
     """SIGTERM the head's processes, SIGKILL what is left after ``grace_s``; the survivors."""
     import psutil

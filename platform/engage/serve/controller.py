@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,11 @@ class DeployResult:
     seconds: float
     listener: str = ""  # host:port Serve's HTTP entry really listens on
     token_env: str | None = None  # the variable holding the bearer token; None: no auth
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per step (see PHASES)
+
+
+#: The steps of a deploy, timed in :attr:`DeployResult.phases` and ``deployment.json``.
+PHASES = ("registry", "cluster", "serve start", "monitoring run", "replicas", "routes")
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,7 @@ def deploy(options: DeployOptions) -> DeployResult:
     from engage.tracking.store import open_client, resolve_tracking_uri
 
     started = time.perf_counter()
+    phases: dict[str, float] = {}
     spec, home = options.spec, options.home
     auth.token_digest(spec.host, spec.token_env)  # what was asked: refuse before any work
     ref = ModelRef.parse(options.model)
@@ -93,9 +101,11 @@ def deploy(options: DeployOptions) -> DeployResult:
             f"no MLflow store at {uri}",
             hint="register a model first (`engage run`), or pass --tracking-uri / --home",
         )
-    primary, canary = build.resolve_versions(open_client(uri), ref, spec)
+    with _timed(phases, "registry"):
+        primary, canary = build.resolve_versions(open_client(uri), ref, spec)
     app = spec.app or build.app_name(ref.name)
-    cluster_name, started_cluster = _connect(options)
+    with _timed(phases, "cluster"):
+        cluster_name, started_cluster = _connect(options)
     running = _running_apps()
     was_running = app in running and running[app].status == "RUNNING"
     _check_fits(spec, app, running)
@@ -104,19 +114,25 @@ def deploy(options: DeployOptions) -> DeployResult:
     from ray import serve
 
     logging.getLogger("ray.serve").setLevel(logging.WARNING)  # per-call "connecting" chatter
-    until_proxies_ready(lambda: serve.start(http_options={"host": spec.host, "port": spec.port}))
+    with _timed(phases, "serve start"):
+        until_proxies_ready(
+            lambda: serve.start(http_options={"host": spec.host, "port": spec.port})
+        )
     # Serve keeps the listener of its first start: auth is decided by it, not by the spec.
     listener = serve_listener()
     digest = auth.listener_digest(listener, spec.host, spec.token_env)
     state = _read_state(home, app)
-    run_local, run_id = _monitoring_run(home, uri, app, primary, state)
+    with _timed(phases, "monitoring run"):
+        run_local, run_id = _monitoring_run(home, uri, app, primary, state)
     routes = build.routes_for(spec, primary, canary)
     generation = _set_routes(app, routes)
     settings = build.ingress_settings(
         app, spec, digest, home, run_local, run_id, uri, options.hooks
     )
-    fingerprint = _ensure_ingress(app, spec, settings, state, was_running)
-    _wait_for_acks(app, generation)
+    with _timed(phases, "replicas"):
+        fingerprint = _ensure_ingress(app, spec, settings, state, was_running)
+    with _timed(phases, "routes"):
+        _wait_for_acks(app, generation)
     served = {r.target.version: r.weight for r in routes}
     replaced = [v for v in state.get("versions", {}) if was_running and v not in served]
     url = listener.url(spec.route_prefix)
@@ -129,14 +145,52 @@ def deploy(options: DeployOptions) -> DeployResult:
             "token_env": token_env, "run_local_id": run_local,
             "run_id": run_id, "tracking_uri": mask_uri(uri), "settings": fingerprint,
             "versions": served, "cluster": cluster_name, "managed": options.address is None,
+            "phases": phases,
         },
     )  # fmt: skip
     return DeployResult(
         app, url, ref.name, primary.version,
         canary.version if canary else None, spec.canary.weight if canary else 0.0,
         tuple(replaced), cluster_name, started_cluster, run_id, time.perf_counter() - started,
-        listener.address, token_env,
+        listener.address, token_env, phases,
     )  # fmt: skip
+
+
+@contextmanager
+def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
+    """Record the seconds the block took as ``phases[name]`` (also when it raises)."""
+    began = time.perf_counter()
+    try:
+        yield
+    finally:
+        phases[name] = round(time.perf_counter() - began, 3)
+
+
+def prepare(spec: DeploySpec, home: Path, address: str | None = None) -> None:
+    """Join the cluster and start Serve's controller and proxies ahead of :func:`deploy`.
+
+    What a deploy does first, before it knows the model: the deploy that follows in this
+    process finds the driver connected, Serve running and its modules imported, and waits
+    only for its replicas.
+
+    Raises
+    ------
+    EngageError
+        As :func:`deploy` would for the same step (token, busy port, cluster, proxies).
+    """
+    from engage.serve import auth
+
+    auth.token_digest(spec.host, spec.token_env)
+    _connect(DeployOptions(model="", spec=spec, home=home, address=address))
+    from ray import serve
+
+    until_proxies_ready(lambda: serve.start(http_options={"host": spec.host, "port": spec.port}))
+    # Imported now, while the job trains, rather than by the deploy (MLflow alone takes
+    # seconds): the registry lookup, the monitoring run, the app's build.
+    import mlflow.tracking  # noqa: F401
+
+    from engage.serve import build, model  # noqa: F401
+    from engage.tracking import Drainer, PipelineRun  # noqa: F401
 
 
 def serve_listener() -> Listener:

@@ -10,17 +10,39 @@ route it to the event store). Detection, decisions and alerts are all drift's.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engage.drift import Reference
 from engage.drift.scenarios import shifted_windows
 from engage.drift.watch import DRIFT_RULE, mlflow_reference_loader
 from engage.errors import EngageError
 
+if TYPE_CHECKING:
+    from engage.spec.models import DeploySpec
+
 _PER_REQUEST = 50  # windows per POST
 _POLL_S = 0.5
+_ROUND_MIN, _ROUND_MAX = 200, 5000  # windows per round
+_ROUND_MARGIN = 1.25  # sampling is random: a round a quarter larger than the mean need
+
+
+def windows_per_round(spec: DeploySpec) -> int:
+    """Shifted windows per round so that one round reaches the app's first drift check.
+
+    A replica checks a version once ``drift.min_samples`` windows were sampled (and every
+    ``drift.check_every`` after); only ``sampling.rate`` of the requests are sampled. A
+    smaller round cannot raise the alert, yet the demo waits for it after each round.
+    Between 200 and 5000 windows (200 when nothing is sampled).
+    """
+    rate = spec.sampling.rate
+    if rate <= 0:
+        return _ROUND_MIN
+    needed = max(spec.drift.min_samples, spec.drift.check_every) / rate
+    return max(_ROUND_MIN, min(_ROUND_MAX, math.ceil(needed * _ROUND_MARGIN)))
 
 
 @dataclass(frozen=True)

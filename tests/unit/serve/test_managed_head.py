@@ -102,3 +102,12 @@ def test_stop_finds_the_client_server_by_the_gcs_port(tmp_path):
         for p in (fake, other):
             p.kill()
             p.wait()
+
+
+def test_serve_waits_for_a_slow_proxy_instead_of_killing_it(started):
+    # Serve's controller gives a starting proxy 5 s to answer its readiness check, three
+    # times, then kills it; beside two CPU hogs no proxy made it and the deploy failed.
+    _, _, _, env = started
+
+    assert float(env["RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"]) >= 60
+    assert float(env["RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S"]) >= 30
