@@ -62,6 +62,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/monitor_overhead.py
 	$(BIN)/python benchmarks/serving_latency.py
 	$(BIN)/python benchmarks/drift_detection.py
+	$(BIN)/python benchmarks/drift_detection.py --target ert
 	$(BIN)/python benchmarks/federated_defences.py
 	$(BIN)/python benchmarks/tracking_overhead.py
 	$(BIN)/python benchmarks/input_pipeline.py

@@ -287,27 +287,71 @@ def reporting_cpu(home: Path, uri: str, steps: int = 2000, runs: int = 5) -> dic
         call_us.append((time.process_time() - cpu0) / steps * 1e6)
     spool = Spool(home / "reporting-cpu.db")
     run = PipelineRun.start(spool, uri, "tracking-bench", "reporting-cpu", {}, home)
-    sink, batch = MetricSink(run), 256
+    old = _OneRowPerPoint(home / "reporting-cpu-rows.db")
     collect = _Collect()
-    feeder = Reporter(collect, max_batch=batch, max_age_s=3600)
+    feeder = Reporter(collect, max_batch=256, max_age_s=3600)
     for i in range(runs * steps):
         feeder.metrics(values, step=i)
     feeder.flush()
     per_run = len(collect.batches) // runs
-    write_us = []
+    write_us: dict[str, list[float]] = {"writer_us": [], "writer_rows_us": []}
     for r in range(runs):
         todo = collect.batches[r * per_run : (r + 1) * per_run]
-        cpu0 = time.process_time()
-        for events in todo:
-            sink.emit(events)
         points = sum(len(b) for b in todo)
-        write_us.append((time.process_time() - cpu0) / points * METRICS_PER_STEP * 1e6)
+        # The spool's batch rows and the one-row-per-point layout before them, alternated.
+        for name, sink in (("writer_us", MetricSink(run)), ("writer_rows_us", MetricSink(old))):
+            cpu0 = time.process_time()
+            for events in todo:
+                sink.emit(events)
+            write_us[name].append((time.process_time() - cpu0) / points * METRICS_PER_STEP * 1e6)
     spool.close()
+    old.close()
     return {
         "reporter_us": min(call_us),
-        "writer_us": min(write_us),
+        **{name: min(us) for name, us in write_us.items()},
         **_push_cpu(collect.batches[:per_run], runs),
     }
+
+
+class _OneRowPerPoint:
+    """The baseline: the spool's write as it was before batch rows, one outbox row per
+    point in one synced transaction per batch (the same SQLite settings and index)."""
+
+    def __init__(self, path: Path) -> None:
+        import sqlite3
+
+        self._db = sqlite3.connect(path, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(
+            "CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " run TEXT NOT NULL, kind TEXT NOT NULL, key TEXT, num REAL, text TEXT,"
+            " step INTEGER, ts INTEGER NOT NULL, sent INTEGER NOT NULL DEFAULT 0, result TEXT);"
+            "CREATE INDEX IF NOT EXISTS outbox_pending ON outbox(sent, run, seq);"
+        )
+
+    def log_metric_events(self, events: list) -> None:
+        """PipelineRun.log_metric_events and Spool.append_points as they were."""
+        points = [
+            ("metric", e.name, e.value, e.step or 0, e.timestamp_ms)
+            for e in events
+            if e.kind == "metric" and e.value is not None
+        ]
+        rows = []
+        for kind, key, value, step, ts in points:
+            value = float(value)
+            num, text = (value, None) if math.isfinite(value) else (None, str(value))
+            rows.append(("r", kind, key, num, text, step, ts))
+        self._db.execute("BEGIN IMMEDIATE")
+        self._db.executemany(
+            "INSERT INTO outbox (run, kind, key, num, text, step, ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
 
 
 def _push_cpu(batches: list[list], runs: int) -> dict[str, float]:

@@ -5,7 +5,7 @@ records the call's acknowledgement time (``CLOCK_MONOTONIC``, one clock for ever
 in a shared memory-mapped file (it survives the kill). The process is then SIGKILLed and
 the spool is read: every acknowledged point that is not in it is lost, and the loss window
 is how long before the kill the oldest lost point was acknowledged. Three layouts, each as
-engage runs it:
+engage runs it, and a baseline:
 
 - worker: a Ray actor reports through ``Reporter(HubTransport(hub))`` to the job's
   EventHub actor, and a driver process drains the hub every 0.25 s (as the trainer does)
@@ -14,11 +14,15 @@ engage runs it:
   embedded Ray cluster fate-shares with it, so the hub and the worker die too.
 - driver reporter: the driver's own ``Reporter(FanOut([MetricSink]))`` straight into the
   spool (stage metrics, the federated job), SIGKILLed.
+- driver, pump before the fix (baseline): the driver layout with ``DRAIN_HOP_S = 0``, the
+  pump as it was before issue 11's fix: a drain started at one poll was collected only at
+  the next, so events waited in the hub for two poll intervals.
 
 Each layout also runs one "quiet" trial: 10 calls, then 1.5 s of nothing, then the kill;
 the contract says all 10 are on disk by then.
 
     python benchmarks/tracking_durability.py [--trials 3] [--period-ms 2.5]
+        [--layouts "driver reporter,worker,driver,driver, pump before the fix"]
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from pathlib import Path
 from _report import git_commit, machine, write_section
 
 METRICS = 10
+BASELINE = "driver, pump before the fix"
+LAYOUTS = ("driver reporter", "worker", "driver", BASELINE)
 _HERE = Path(__file__).resolve()
 
 
@@ -99,17 +105,26 @@ def role_plain(home: Path, ack: str, period_s: float, calls: int | None) -> None
     _report_loop(Reporter(FanOut([MetricSink(run)]), {"rank": "0"}), ack, period_s, calls)
 
 
-def role_ray(home: Path, ack: str, period_s: float, calls: int | None) -> None:
-    """A driver with an embedded Ray cluster, a hub, one reporting worker, and the pump."""
+def role_ray(
+    home: Path, ack: str, period_s: float, calls: int | None, hop_s: float | None = None
+) -> None:
+    """A driver with an embedded Ray cluster, a hub, one reporting worker, and the pump
+    (``hop_s`` overrides how long a poll waits for the drain it starts)."""
     import ray
 
+    from engage import events
     from engage.events import EventPump, FanOut, HubTransport, Reporter, start_hub
     from engage.tracking.sinks import MetricSink
+
+    if hop_s is not None:
+        events.DRAIN_HOP_S = hop_s
 
     run = _open_run(home)
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     hub = start_hub()
-    pump = EventPump(hub, FanOut([MetricSink(run)]))
+    ray.get(hub.drain.remote())  # the hub's process is up before anyone reports
+    seen: list[int] = []
+    pump = EventPump(hub, FanOut([MetricSink(run), _Seen(seen)]))
 
     @ray.remote(num_cpus=0)
     class Worker:
@@ -122,6 +137,12 @@ def role_ray(home: Path, ack: str, period_s: float, calls: int | None) -> None:
     worker = Worker.remote()
     worker_pid = ray.get(worker.pid.remote())
     worker.run.remote()
+    warm_by = time.monotonic() + 120
+    while calls is None and not seen:  # a steady stream: time the kill from the first
+        pump.poll()  # batch spooled, not from Ray's start-up (seconds on a loaded machine)
+        time.sleep(0.05)
+        if time.monotonic() > warm_by:
+            raise RuntimeError("no report reached the spool within 120 s")
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     (home / "ready").write_text(f"{os.getpid()} {worker_pid}")
@@ -132,13 +153,33 @@ def role_ray(home: Path, ack: str, period_s: float, calls: int | None) -> None:
     os._exit(0)  # no Ray shutdown: seconds, and nothing left to save
 
 
+class _Seen:
+    """A sink that notes that a batch came through (the pipeline is warm)."""
+
+    def __init__(self, seen: list[int]) -> None:
+        self._seen = seen
+
+    def emit(self, events: list) -> None:
+        self._seen.append(len(events))
+
+
 # -- the harness ---------------------------------------------------------------------------
 def _spooled_steps(home: Path) -> dict[int, int]:
-    import sqlite3
+    """Metric points in the spool per step (read through the spool: a row holds a batch)."""
+    from collections import Counter
 
-    with sqlite3.connect(home / "spool.db") as db:
-        rows = db.execute("SELECT step, COUNT(*) FROM outbox WHERE kind = 'metric' GROUP BY step")
-        return dict(rows.fetchall())
+    from engage.tracking import Spool
+
+    spool = Spool(home / "spool.db")
+    try:
+        return Counter(
+            e.step
+            for run in spool.runs()
+            for e in spool.pending(run.local_id, 1 << 30)  # no drainer ran: nothing is sent
+            if e.kind == "metric"
+        )
+    finally:
+        spool.close()
 
 
 def trial(layout: str, period_s: float, kill_after_s: float, quiet: bool) -> dict:
@@ -148,10 +189,12 @@ def trial(layout: str, period_s: float, kill_after_s: float, quiet: bool) -> dic
         ack_path = home / "ack"
         _Ack(ack_path)
         role = "plain" if layout == "driver reporter" else "ray"
+        hop = ["--hop-s", "0"] if layout == BASELINE else []
         calls = 10 if quiet else None
         args = [sys.executable, str(_HERE), "--role", role, "--home", str(home), "--ack"]
         args += [str(ack_path), "--period-ms", str(period_s * 1e3)]
         args += ["--calls", str(calls)] if calls else []
+        args += hop
         proc = subprocess.Popen(args, start_new_session=True)
         while not (home / "ready").exists():
             if proc.poll() is not None:
@@ -189,24 +232,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=3, help="SIGKILL trials per layout")
     parser.add_argument("--period-ms", type=float, default=2.5, help="ms between report calls")
+    parser.add_argument(
+        "--layouts",
+        default=";".join(LAYOUTS),
+        help=f"layouts to kill, separated by ';' (default: {';'.join(LAYOUTS)})",
+    )
     parser.add_argument("--role", choices=["plain", "ray"], help=argparse.SUPPRESS)
     parser.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--ack", help=argparse.SUPPRESS)
     parser.add_argument("--calls", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--hop-s", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
     period_s = args.period_ms / 1e3
     if args.role:
-        runner = role_plain if args.role == "plain" else role_ray
-        return runner(args.home, args.ack, period_s, args.calls)
+        if args.role == "plain":
+            return role_plain(args.home, args.ack, period_s, args.calls)
+        return role_ray(args.home, args.ack, period_s, args.calls, args.hop_s)
     load_before = os.getloadavg()[0]
     results: dict[str, list[dict]] = {}
     quiet: dict[str, dict] = {}
-    for layout in ("driver reporter", "worker", "driver"):
+    layouts = args.layouts.split(";")
+    if unknown := [layout for layout in layouts if layout not in LAYOUTS]:
+        parser.error(f"unknown layouts {unknown}; choose from {'; '.join(LAYOUTS)}")
+    for layout in layouts:
         quiet[layout] = trial(layout, period_s, 0.0, quiet=True)
-        results[layout] = [
-            trial(layout, period_s, 2.0 + 0.37 * i, quiet=False) for i in range(args.trials)
-        ]
-        print(layout, quiet[layout], results[layout], flush=True)
+        results[layout] = []
+    for i in range(args.trials):  # rounds of every layout, so load changes hit them alike
+        for layout in layouts:
+            results[layout].append(trial(layout, period_s, 2.0 + 0.37 * i, quiet=False))
+            print(layout, i, results[layout][-1], flush=True)
     body = report(args, results, quiet, (load_before, os.getloadavg()[0]))
     write_section("durability", body)
     print(body)
@@ -218,6 +272,18 @@ def contract_s(layout: str) -> float:
     from engage.events import HUB_POLL_S, MAX_AGE_S
 
     return MAX_AGE_S if layout == "driver reporter" else MAX_AGE_S + HUB_POLL_S
+
+
+def _versus(median: dict[str, float]) -> str:
+    """The driver layout's median window against the baseline's, when both ran."""
+    if "driver" not in median or BASELINE not in median:
+        return ""
+    ratio = median[BASELINE] / max(median["driver"], 1e-3)
+    return (
+        f"Driver layout against the baseline measured in the same run (the pump as it was): "
+        f"median window {1e3 * median['driver']:.0f} ms against "
+        f"{1e3 * median[BASELINE]:.0f} ms, **{ratio:.1f}× shorter**. "
+    )
 
 
 def report(args, results: dict, quiet: dict, load: tuple[float, float]) -> str:
@@ -234,6 +300,9 @@ def report(args, results: dict, quiet: dict, load: tuple[float, float]) -> str:
             f"{quiet[layout]['lost_points']} of {quiet[layout]['acked_points']} |"
         )
     flags = f"--trials {args.trials} --period-ms {args.period_ms:g}"
+    if args.layouts != ";".join(LAYOUTS):
+        flags += f' --layouts "{args.layouts}"'
+    median = {k: statistics.median(t["window_s"] for t in v) for k, v in results.items()}
     return f"""## Durability under SIGKILL (issue 11)
 
 Machine: {machine()}. Commit {git_commit()}. Command:
@@ -242,7 +311,9 @@ the start, {load[1]:.1f} at the end (a shared machine).
 
 A reporter makes one call of 10 metrics every {args.period_ms:g} ms and records, after each
 call returns, the time it returned (`CLOCK_MONOTONIC`) in a memory-mapped file; then a
-SIGKILL, and the spool is read. *Lost* = acknowledged points not in the spool; the
+SIGKILL (2.0 s + 0.37 s × trial after the start; in the Ray layouts, after the first batch
+reached the spool, so Ray's start-up is not in the window), and the spool is read. The
+layouts' trials are interleaved round by round, so load changes hit them alike. *Lost* = acknowledged points not in the spool; the
 *window* is how long before the kill the oldest lost point was acknowledged: every point
 older than that was on disk. The quiet trial makes 10 calls, waits 1.5 s and is then
 killed. The same worker case runs in `make test`
@@ -251,6 +322,19 @@ killed. The same worker case runs in `make test`
 | killed | trials | points/s | acknowledged | lost | window median / max ms | contract ms | trials within | quiet trial lost |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 {chr(10).join(rows)}
+
+{_versus(median)}The cause of the driver's
+long window: between a worker's call and the spool commit, its points wait in the worker's
+Reporter (a 256-point batch: 64 ms at this rate), then in the hub until the driver's pump
+collects them. The pump alternated: one poll started a drain, the next collected its
+answer, so the hub was emptied only every other poll (every 0.5 s) and each drain's events
+reached the spool 0.25 s after the hub gave them up: a point that reached the hub just
+after a drain waited up to 0.75 s, and a killed driver (the hub dies with it) lost all of
+that. A killed worker loses only its Reporter's buffer: the driver lives on and collects
+the hub. Since the fix a poll waits up to `DRAIN_HOP_S` (50 ms) for the drain it starts,
+so the hub is emptied into the spool at every poll; what remains of the driver's window is
+the worker's batch (64 ms at this rate), the wait for the next poll (0 to 0.25 s) and the
+hop and commit.
 
 The contract (events.py, README): a point is in the spool, synced to disk, within 0.5 s of
 the call on the driver; a worker's point within 0.5 s plus the driver's next hub poll

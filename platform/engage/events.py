@@ -45,6 +45,9 @@ EventKind = Literal["metric", "progress", "lifecycle"]
 MAX_BATCH = 256
 MAX_AGE_S = 0.5
 HUB_POLL_S = 0.25
+#: How long a poll waits for the hub's answer to its drain (a Ray round trip, ~1 ms idle);
+#: an answer later than that is collected by the next poll.
+DRAIN_HOP_S = 0.05
 
 
 def now_ms() -> int:
@@ -229,8 +232,22 @@ def _metric_events(
     values: Mapping[str, float], step: int | None, ts: int, labels: Mapping[str, str]
 ) -> list[Event]:
     """``[Event("metric", name, float(value), step, ts, labels) ...]``, built the cheap way
-    (:func:`_from_rows`): this is what a training step pays to report."""
-    return _from_rows([("metric", n, float(v), step, ts, labels, {}) for n, v in values.items()])
+    (as :func:`_from_rows`, the fields straight into each instance dict, without the
+    intermediate row: a quarter less): this is what a training step pays to report."""
+    events = []
+    new = object.__new__
+    for name, value in values.items():
+        event = new(Event)
+        fields = event.__dict__
+        fields["kind"] = "metric"
+        fields["name"] = name
+        fields["value"] = float(value)
+        fields["step"] = step
+        fields["timestamp_ms"] = ts
+        fields["labels"] = labels
+        fields["data"] = {}
+        events.append(event)
+    return events
 
 
 class _Flusher:
@@ -249,11 +266,13 @@ class _Flusher:
         self._pid = 0  # the thread belongs to this process (a fork has none)
 
     def now(self, reporter: Reporter) -> None:
+        """Take a hand-off: send ``reporter``'s full batches from this thread, soon."""
         with self._cond:
             self._handoffs[id(reporter)] = weakref.ref(reporter)
             self._wake()
 
     def at(self, deadline: float, reporter: Reporter) -> None:
+        """Call ``reporter``'s timer at ``deadline`` (monotonic seconds)."""
         with self._cond:
             heapq.heappush(self._heap, (deadline, next(self._ids), weakref.ref(reporter)))
             if self._heap[0][0] == deadline or self._pid != os.getpid():
@@ -394,14 +413,21 @@ class EventPump:
         self._ref: Any = None
 
     def poll(self, wait_s: float = 0.0) -> bool:
-        """Hand on the events of a finished drain and start the next; True if one finished."""
+        """Hand on the events of a finished drain, or start one; True if one finished.
+
+        A drain still in flight is waited for up to ``wait_s``. A drain this poll starts is
+        waited for up to ``max(wait_s, DRAIN_HOP_S)``, so a poll hands on what reached the
+        hub before it: collected only at the next poll, every event sat in the hub for two
+        poll intervals, most of a killed driver's loss window (issue 11).
+        """
         import ray
 
         if self._ref is None:
             self._ref = self._hub.drain.remote()
+            wait_s = max(wait_s, DRAIN_HOP_S)
         ready, _ = ray.wait([self._ref], timeout=wait_s)
         if not ready:
-            return False
+            return False  # still in flight: collected by a later poll, never given up on
         events, self._ref = ray.get(self._ref), None
         if events:
             self._fanout.send(events)

@@ -48,6 +48,9 @@ def ray_local() -> Iterator[None]:
     if ray.is_initialized():
         yield
         return
+    from engage import env_vars
+
+    env_vars.set_third_party_defaults()  # what the `engage` command sets for its clusters
     ray.init(
         address="local",
         num_cpus=2,

@@ -332,3 +332,30 @@ def test_batches_cross_the_hub_as_rows_and_come_back_equal() -> None:
     assert hub.drain() == sent
     hub.push(sent)
     assert hub.drain() == sent
+
+
+def test_a_poll_hands_on_what_the_hub_held_at_that_poll_not_at_the_one_before(
+    monkeypatch,
+) -> None:
+    """Issue 11 (driver-kill window): a poll that starts a drain waits a Ray hop for it, so
+    each poll hands on what reached the hub before it. Collected only at the next poll,
+    every event waited two poll intervals, and a killed driver lost them all."""
+    import ray
+
+    from engage.events import DRAIN_HOP_S, EventPump
+
+    hub = EventHub()
+    handle = _FakeHubHandle(hub)
+    handle.drain = type("Drain", (), {"remote": staticmethod(hub.drain)})
+    waits: list[float] = []
+    monkeypatch.setattr(ray, "wait", lambda refs, timeout: (waits.append(timeout), (refs, []))[1])
+    monkeypatch.setattr(ray, "get", lambda ref: ref)
+    sink = _Recorder()
+    pump = EventPump(handle, FanOut([sink]))
+
+    for value in (0.5, 0.4):
+        hub.push([Event("metric", "loss", value, 1, 1000)])
+        assert pump.poll() is True
+
+    assert [[e.value for e in batch] for batch in sink.batches] == [[0.5], [0.4]]
+    assert waits == [DRAIN_HOP_S, DRAIN_HOP_S]

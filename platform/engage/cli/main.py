@@ -84,7 +84,7 @@ class _DropRayAuthEnabledNotice(logging.Filter):
 
 def _quiet_third_party_output() -> None:
     """Keep Ray's and MLflow's notices and progress bars out of engage's output."""
-    env_vars.set_quiet_defaults()
+    env_vars.set_third_party_defaults()
     logging.getLogger(_RAY_AUTH_LOGGER).addFilter(_DropRayAuthEnabledNotice())
 
 

@@ -9,6 +9,13 @@ credentials) stop the drainer and are raised by :meth:`Drainer.flush` as a Track
 naming the file and the repair. An entry MLflow rejects for good is set aside with its
 error rather than blocking the run.
 
+The spool hands out points one by one though it stores them a batch per row
+(:mod:`engage.tracking.batch_rows`); a request takes them up to MLflow's limits and marks
+them sent per point, so a row only part sent, or one bad point set aside, splits its row.
+Every point keeps its timestamp and step, which is what makes a resend after a crash
+between MLflow's answer and the mark harmless: MLflow stores a metric point identical in
+key, value, timestamp and step once, and a param or tag sent again is the same value.
+
 :meth:`Drainer.start` runs the drain loop in a separate process at the lowest CPU
 priority (:mod:`engage.tracking.drain_process`), so MLflow's client never shares the
 job's GIL or competes with it for CPU; ``in_process=True`` keeps it a thread.
@@ -43,6 +50,10 @@ _BATCH_BYTES = 900_000  # under log_batch's 1 MB request limit
 _PERMANENT_CODES = {"INVALID_PARAMETER_VALUE", "RESOURCE_ALREADY_EXISTS", "INVALID_STATE"}
 _FLUSH_RETRY_S = 1.0  # while flush() waits, the drainer retries at least this often
 _LAG_EVERY_S = 60.0  # while MLflow stays down, say how far behind the spool is this often
+# After a flush, a new drainer process starts this much later: a job's end flushes two or
+# three times within seconds and then stops, and each process costs seconds of CPU to start
+# (it imports MLflow). Points spooled meanwhile wait for it or for the next flush.
+HANDBACK_AFTER_S = 5.0
 
 
 @dataclass
@@ -99,6 +110,9 @@ class Drainer:
         self._wake = threading.Event()  # cuts a backoff short: stop(), or a flush() waiting
         self._thread: threading.Thread | None = None
         self._process: Any = None  # a DrainerProcess when start() runs the loop elsewhere
+        self._process_interval: float | None = None  # set when start() uses a process
+        self._handback: threading.Timer | None = None  # the process restart a flush scheduled
+        self._handback_lock = threading.Lock()
         self._max_backoff = max_backoff_s
         self._down_since: float | None = None
         self._lag_said = 0.0
@@ -250,6 +264,7 @@ class Drainer:
         In a separate process at nice 19 unless the drainer was made ``in_process``.
         """
         if not self._in_process:
+            self._process_interval = interval_s
             self._process = DrainerProcess(self.spool.path, interval_s, self._warn, self.status)
             return self
         self._thread = threading.Thread(
@@ -300,21 +315,23 @@ class Drainer:
         TrackingError
             A permanent fault stopped the drainer (its message names the repair).
         """
-        if self._process is not None:
+        if self._process_interval is not None:
             # Someone waits for MLflow, so nothing runs that the drainer must yield to: drain
             # here at full priority (a nice-19 process on a busy machine gets almost no CPU),
-            # then hand the spool back to a fresh drainer process.
-            interval = self._process.interval_s
-            self._process.stop(0.0)  # it releases the spool's lock
-            self._process = None
+            # then hand the spool back to a fresh drainer process, a little later.
+            self._cancel_handback()
+            if self._process is not None:
+                self._process.stop(0.0)  # it releases the spool's lock
+                self._process = None
             try:
-                return self.flush(run_local_id, timeout_s)
+                return self._flush_here(run_local_id, timeout_s)
             finally:
                 if not self._stop.is_set():
                     self._release()
-                    self._process = DrainerProcess(
-                        self.spool.path, interval, self._warn, self.status
-                    )
+                    self._schedule_handback()
+        return self._flush_here(run_local_id, timeout_s)
+
+    def _flush_here(self, run_local_id: str | None, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         nudged = 0.0
         while True:
@@ -333,6 +350,27 @@ class Drainer:
                 return False
             time.sleep(0.05 if self._process is not None else 0.2)
 
+    def _schedule_handback(self) -> None:
+        with self._handback_lock:
+            self._handback = threading.Timer(HANDBACK_AFTER_S, self._hand_back)
+            self._handback.daemon = True
+            self._handback.start()
+
+    def _cancel_handback(self) -> None:
+        with self._handback_lock:
+            if self._handback is not None:
+                self._handback.cancel()
+                self._handback = None
+
+    def _hand_back(self) -> None:
+        with self._handback_lock:
+            if self._handback is None or self._stop.is_set() or self._process is not None:
+                return
+            self._handback = None
+            self._process = DrainerProcess(
+                self.spool.path, self._process_interval, self._warn, self.status
+            )
+
     def _running(self) -> bool:
         if self._process is not None:
             return self._process.alive()  # a dead drainer process: drain here instead
@@ -347,6 +385,7 @@ class Drainer:
         """Stop the loop; first try for up to ``final_drain_s`` to send what is left."""
         self._stop.set()
         self._wake.set()
+        self._cancel_handback()
         if self._process is not None:
             self._process.stop(final_drain_s)
             self._process = None

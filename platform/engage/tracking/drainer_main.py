@@ -1,7 +1,9 @@
 """The drainer process's entry point: ``python -m engage.tracking.drainer_main SPOOL``.
 
 Started by :class:`engage.tracking.drain_process.DrainerProcess`, which documents the
-line protocol on its standard streams. Runs at nice 19: it only ever waits on MLflow.
+line protocol on its standard streams. Runs at nice 19 once it has sent something: it only
+ever waits on MLflow. Until then (importing MLflow, opening the store, creating the job's
+run) it runs at the job's priority, because the job waits for that run's id.
 """
 
 from __future__ import annotations
@@ -27,11 +29,17 @@ class ReportingDrainer(Drainer):
     def __init__(self, spool_path: Path, say: Callable[..., None]) -> None:
         super().__init__(spool_path, warn=lambda m: say(warn=m), in_process=True)
         self._say = say
+        self._niced = False
 
     def drain_once(self) -> DrainStatus:
-        """One pass, then tell the job what changed in the status."""
+        """One pass, then tell the job what changed in the status; the process takes the
+        lowest priority after the first pass that sent something or failed."""
         error, fault = self.status.error, self.status.fault
         status = super().drain_once()
+        if not self._niced and (status.sent or status.error or status.fault):
+            self._niced = True
+            with contextlib.suppress(OSError):
+                os.nice(19)
         if status.error != error:
             self._say(error=status.error)
         if status.fault is not None and fault is None:
@@ -48,8 +56,6 @@ def main(argv: list[str] | None = None) -> None:
     # The job owns this process's lifetime: a terminal Ctrl-C reaches the whole process
     # group, and the job answers it by telling us to make a final drain and stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with contextlib.suppress(OSError):
-        os.nice(19)
     out_lock = threading.Lock()
 
     def say(**message: Any) -> None:

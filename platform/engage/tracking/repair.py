@@ -1,8 +1,10 @@
 """`engage sync --repair`: the repair for the two permanent faults engage can mend itself.
 
-- A damaged spool (a corrupted page): the file is kept as ``spool.db.damaged-<time>``
-  beside it, every readable run and entry is copied, with its sequence number and sent
-  state, into a fresh spool, and what could not be read is counted.
+- A damaged spool (a corrupted page, or a batch row whose blob fails its check): the file
+  is kept as ``spool.db.damaged-<time>`` beside it, every readable run and row is copied,
+  with its sequence numbers and sent state, into a fresh spool, and the points that could
+  not be read are counted (each point has its own sequence number, so a lost batch row
+  counts all of its points). A spool of the one-row-per-point layout salvages the same way.
 - A half-created or damaged local MLflow store (``sqlite:///…``), e.g. a job killed while
   MLflow was creating it: the store is moved aside as ``mlflow.db.broken-<time>``, and
   every run of the spool that went to it is marked unsent, so the next drain rebuilds
@@ -21,16 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engage.errors import TrackingError
+from engage.tracking import batch_rows
 from engage.tracking.faults import SpoolDamaged, permanent_fault
 from engage.tracking.spool import Spool
-from engage.tracking.store import forget_store
+from engage.tracking.sqlite_store import forget_store
 from engage.tracking.uris import resolve, sqlite_store_path
 
 _RUN_COLUMNS = (
     "local_id, tracking_uri, experiment, run_name, tags, start_ms, parent_local_id, "
     "server_id, experiment_id, status, end_ms, ended_on_server"
 )
-_OUTBOX_COLUMNS = "seq, run, kind, key, num, text, step, ts, sent, result"
+_OUTBOX_COLUMNS = "seq, run, kind, key, num, text, step, ts, sent, result, n, data"
+_OLD_OUTBOX_COLUMNS = "seq, run, kind, key, num, text, step, ts, sent, result, 1, NULL"
 _CHUNK = 512
 
 
@@ -89,7 +93,7 @@ def _damaged(path: Path) -> bool:
     except SpoolDamaged:
         return True
     try:
-        return spool.integrity_check() != "ok"
+        return spool.integrity_check() != "ok" or bool(spool.damaged_rows())
     except SpoolDamaged:
         return True
     finally:
@@ -102,21 +106,45 @@ def _salvage(path: Path, report: RepairReport) -> None:
     source = sqlite3.connect(backup)
     try:
         runs, lost_runs = _readable(source, "runs", "rowid", _RUN_COLUMNS)
-        entries, lost = _readable(source, "outbox", "seq", _OUTBOX_COLUMNS)
+        entries, _ = _readable(source, "outbox", "seq", _outbox_columns(source))
+        top = _top(source, "outbox", "seq")
     finally:
         source.close()
     known = {row[0] for row in runs}
-    kept = [row for row in entries if row[1] in known]
+    kept = [row for row in entries if row[1] in known and _intact(row)]
     Spool(path).close()  # a fresh spool, with the schema and modes
     fresh = sqlite3.connect(path)
     try:
         with fresh:
             fresh.executemany(f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({_marks(12)})", runs)
-            fresh.executemany(f"INSERT INTO outbox ({_OUTBOX_COLUMNS}) VALUES ({_marks(10)})", kept)
+            fresh.executemany(f"INSERT INTO outbox ({_OUTBOX_COLUMNS}) VALUES ({_marks(12)})", kept)
+            _reserve(fresh, top)
     finally:
         fresh.close()
-    report.salvaged = len(kept)
-    report.lost = lost + lost_runs + len(entries) - len(kept)
+    report.salvaged = sum(row[10] for row in kept)
+    last = max((row[0] for row in entries), default=0)  # a row's key is its last point's seq
+    report.lost = lost_runs + max(top, last) - report.salvaged
+
+
+def _outbox_columns(db: sqlite3.Connection) -> str:
+    """The outbox columns to copy: a spool of the one-row-per-point layout lacks n and data."""
+    try:
+        names = {row[1] for row in db.execute("PRAGMA table_info(outbox)")}
+    except sqlite3.DatabaseError:
+        names = {"data"}
+    return _OUTBOX_COLUMNS if "data" in names else _OLD_OUTBOX_COLUMNS
+
+
+def _intact(row: tuple) -> bool:
+    """Whether an outbox row can be sent: not a batch row whose blob fails its check."""
+    return row[2] != batch_rows.KIND or batch_rows.intact(row[11])
+
+
+def _reserve(db: sqlite3.Connection, top: int) -> None:
+    """Keep the damaged spool's seqs reserved, so new rows never reuse a lost row's."""
+    done = db.execute("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'outbox'", (top,))
+    if done.rowcount == 0 and top > 0:
+        db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('outbox', ?)", (top,))
 
 
 def _readable(db: sqlite3.Connection, table: str, key: str, columns: str) -> tuple[list, int]:
@@ -145,13 +173,15 @@ def _chunk(db, table: str, key: str, columns: str, low: int, high: int) -> tuple
 
 
 def _top(db: sqlite3.Connection, table: str, key: str) -> int:
+    """The highest key the table used (for the outbox, AUTOINCREMENT's record of it too)."""
     queries = [f"SELECT MAX({key}) FROM {table}"]
     if table == "outbox":
         queries.append("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'")
+    top = 0
     for sql in queries:
         with contextlib.suppress(sqlite3.DatabaseError, TypeError, IndexError):
-            return int(db.execute(sql).fetchall()[0][0] or 0)
-    return 0
+            top = max(top, int(db.execute(sql).fetchall()[0][0] or 0))
+    return top
 
 
 def _store_broken(uri: str) -> bool:

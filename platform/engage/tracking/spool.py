@@ -1,14 +1,20 @@
 """The durable spool: every MLflow write of a job, committed locally before it is sent.
 
 A SQLite database in WAL mode under ``.engage/``. Writers (the driver, and any process on
-the same machine) append to the ``outbox`` in one transaction per batch, synced to disk;
-the drainer (:mod:`engage.tracking.drain`) replays the outbox to MLflow in order per run
-and marks what landed. A point keeps its original timestamp and step, so sending it
+the same machine) append to the ``outbox`` in one transaction per batch, synced to disk:
+one *batch row* per report batch (:mod:`engage.tracking.batch_rows`: one row per point
+cost the writer 6 µs a point), one row per operation. The drainer
+(:mod:`engage.tracking.drain`) replays the outbox to MLflow in order per run and marks
+what landed, per point. A point keeps its original timestamp and step, so sending it
 twice never makes a second row in MLflow.
+
+A spool of the one-row-per-point layout (engage before batch rows) is migrated in place
+when opened: two columns are added, and its rows read as batch rows of one point.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import math
@@ -24,6 +30,8 @@ from typing import Any
 
 from engage.errors import TrackingError
 from engage.paths import private_file
+from engage.tracking import batch_rows
+from engage.tracking.batch_rows import BadBatchRow
 from engage.tracking.faults import SpoolDamaged, is_sqlite_damage
 from engage.tracking.uris import remember
 
@@ -52,7 +60,9 @@ CREATE TABLE IF NOT EXISTS outbox (
     step INTEGER,
     ts INTEGER NOT NULL,
     sent INTEGER NOT NULL DEFAULT 0,
-    result TEXT
+    result TEXT,
+    n INTEGER NOT NULL DEFAULT 1,
+    data BLOB
 );
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox(sent, run, seq);
 """
@@ -103,13 +113,6 @@ class Entry:
     result: str | None = None
 
 
-def _encode_number(value: float) -> tuple[float | None, str | None]:
-    # sqlite3 stores NaN as NULL; keep non-finite values as text so they survive exactly.
-    if math.isfinite(value):
-        return value, None
-    return None, "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-
-
 class Spool:
     """The spool database at ``path`` (created on first use)."""
 
@@ -125,6 +128,7 @@ class Spool:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
+            self._migrate()
             self._probe_writable()
         except sqlite3.Error as exc:
             if is_sqlite_damage(exc):
@@ -150,6 +154,17 @@ class Spool:
             db.execute("DELETE FROM probe")
         if not os.access(self.path.parent, os.W_OK):
             raise OSError(f"folder {self.path.parent} is not writable")
+
+    def _migrate(self) -> None:
+        # A spool of the one-row-per-point layout gets the batch rows' two columns; its rows
+        # keep n = 1 and read as before. Checked again inside the write lock: another
+        # process may be migrating the same file.
+        if _has_batch_columns(self._db):
+            return
+        with self._tx() as db:
+            if not _has_batch_columns(db):
+                db.execute("ALTER TABLE outbox ADD COLUMN n INTEGER NOT NULL DEFAULT 1")
+                db.execute("ALTER TABLE outbox ADD COLUMN data BLOB")
 
     def close(self) -> None:
         """Close this connection (other processes' connections are unaffected)."""
@@ -201,17 +216,16 @@ class Spool:
     def append_points(
         self, run: str, points: Iterable[tuple[str, str, Any, int | None, int]]
     ) -> int:
-        """Append (kind, key, value, step, timestamp_ms) points in one synced transaction."""
-        rows = []
-        for kind, key, value, step, ts in points:
-            if kind == "metric":
-                num, text = _encode_number(float(value))
-            else:
-                num, text = None, str(value)
-            rows.append((run, kind, key, num, text, step, ts))
+        """Append (kind, key, value, step, timestamp_ms) points in one synced transaction.
+
+        They go in as batch rows (as few as MLflow's per-request limits allow), each point
+        with its own sequence number. Returns how many points were appended.
+        """
+        points = points if isinstance(points, Sequence) else list(points)
+        rows = [(run, len(chunk), *batch_rows.encode(chunk)) for chunk in batch_rows.chunks(points)]
         if rows:
-            self._write_many(rows)
-        return len(rows)
+            self._write_rows(rows)
+        return len(points)
 
     def append_op(self, run: str, kind: str, payload: dict[str, Any]) -> int:
         """Append one operation (text, artifacts, dataset, model, register) in a synced transaction; returns its seq."""
@@ -222,12 +236,16 @@ class Spool:
             )
             return int(cur.lastrowid)
 
-    def _write_many(self, rows: list[tuple]) -> None:
+    def _write_rows(self, rows: list[tuple[str, int, bytes, int]]) -> None:
         with self._tx() as db:
-            db.executemany(
-                "INSERT INTO outbox (run, kind, key, num, text, step, ts) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            for run, n, blob, oldest in rows:
+                # The row's key is its last point's seq: the n seqs after the last one
+                # reserved, so AUTOINCREMENT's own record stays the last seq reserved.
+                db.execute(
+                    "INSERT INTO outbox (seq, run, kind, ts, n, data) VALUES (COALESCE("
+                    "(SELECT seq FROM sqlite_sequence WHERE name = 'outbox'), 0) + ?, ?, ?, ?, ?, ?)",
+                    (n, run, batch_rows.KIND, oldest, n, blob),
+                )
 
     def end_run(self, run: str, status: str) -> None:
         """Record the run's end status (the first status recorded wins)."""
@@ -247,11 +265,64 @@ class Spool:
             )
 
     def mark_sent(self, seqs: Sequence[int], result: str | None = None) -> None:
-        """Mark entries as in MLflow, with an operation's result (the drainer's side)."""
+        """Mark entries as in MLflow, with an operation's result (the drainer's side).
+
+        A batch row all of whose points are marked is marked whole; one only part marked
+        is split into rows of its sent and unsent points (seqs unchanged).
+
+        Raises
+        ------
+        SpoolDamaged
+            A batch row to split does not decode.
+        """
+        marks = sorted(set(seqs))
+        if not marks:
+            return
         with self._tx() as db:
-            db.executemany(
-                "UPDATE outbox SET sent = 1, result = ? WHERE seq = ?", [(result, s) for s in seqs]
-            )
+            rows = db.execute(  # every row whose seqs reach from the first mark to the last
+                "SELECT seq, n FROM outbox WHERE seq BETWEEN ?"
+                " AND COALESCE((SELECT MIN(seq) FROM outbox WHERE seq >= ?), ?)",
+                (marks[0], marks[-1], marks[-1]),
+            ).fetchall()
+            whole = []
+            for seq, n in rows:
+                low = bisect.bisect_left(marks, seq - n + 1)
+                high = bisect.bisect_right(marks, seq)
+                if high - low == n:
+                    whole.append((result, seq))
+                elif high > low:
+                    self._split(db, seq, n, marks[low:high], result)
+            db.executemany("UPDATE outbox SET sent = 1, result = ? WHERE seq = ?", whole)
+
+    def _split(
+        self, db: sqlite3.Connection, seq: int, n: int, marked: list[int], result: str | None
+    ) -> None:
+        """Rewrite batch row ``seq`` (its last point's) as rows of its marked (sent) and
+        unmarked points, each keyed by its own last point's seq."""
+        run, data = db.execute("SELECT run, data FROM outbox WHERE seq = ?", (seq,)).fetchone()
+        try:
+            points = batch_rows.decode(data, n)
+        except BadBatchRow as exc:
+            raise bad_row(self.path, seq, exc) from None
+        first = seq - n + 1
+        flags = [False] * n
+        for s in marked:
+            flags[s - first] = True
+        for offset, sent, piece in batch_rows.split(points, flags):
+            blob, oldest = batch_rows.encode(piece)
+            done = (int(sent), result if sent else None)
+            last = first + offset + len(piece) - 1
+            if last == seq:
+                db.execute(
+                    "UPDATE outbox SET n = ?, ts = ?, data = ?, sent = ?, result = ? WHERE seq = ?",
+                    (len(piece), oldest, blob, *done, seq),
+                )
+            else:
+                db.execute(
+                    "INSERT INTO outbox (seq, run, kind, ts, n, data, sent, result)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (last, run, batch_rows.KIND, oldest, len(piece), blob, *done),
+                )
 
     def mark_ended(self, run: str) -> None:
         """Record that MLflow has the run's end (the drainer's side)."""
@@ -259,13 +330,40 @@ class Spool:
             db.execute("UPDATE runs SET ended_on_server = 1 WHERE local_id = ?", (run,))
 
     def pending(self, run: str, limit: int) -> list[Entry]:
-        """Up to ``limit`` unsent entries of ``run``, in order."""
-        rows = self._read(
-            "SELECT seq, run, kind, key, num, text, step, ts FROM outbox"
-            " WHERE sent = 0 AND run = ? ORDER BY seq LIMIT ?",
-            (run, limit),
-        )
-        return [_entry(r) for r in rows]
+        """Up to ``limit`` unsent entries of ``run`` (a batch row's points each), in order.
+
+        Raises
+        ------
+        SpoolDamaged
+            A corrupted page, or a batch row that does not decode (its seq is named).
+        """
+        entries: list[Entry] = []
+        with self._lock:
+            try:
+                cursor = self._db.execute(
+                    "SELECT seq, run, kind, key, num, text, step, ts, n, data FROM outbox"
+                    " WHERE sent = 0 AND run = ? ORDER BY seq",
+                    (run,),
+                )
+                try:
+                    while len(entries) < limit and (row := cursor.fetchone()) is not None:
+                        entries += self._entries(row)  # decoded only as far as needed
+                finally:
+                    cursor.close()
+            except sqlite3.Error as exc:
+                raise spool_error(self.path, exc, "read") from None
+        return entries[:limit]
+
+    def _entries(self, row: tuple) -> list[Entry]:
+        seq, run, kind, key, num, text, step, ts, n, data = row
+        if kind != batch_rows.KIND:
+            return [_entry((seq, run, kind, key, num, text, step, ts))]
+        try:
+            points = batch_rows.decode(data, n)
+        except BadBatchRow as exc:
+            raise bad_row(self.path, seq, exc) from None
+        first = seq - n + 1  # a batch row's key is its last point's seq
+        return [Entry(first + i, run, *point) for i, point in enumerate(points)]
 
     def runs(self, where: str = "1 = 1", args: Sequence[Any] = ()) -> list[SpoolRun]:
         """Runs matching a SQL condition, oldest first."""
@@ -286,20 +384,31 @@ class Spool:
             " OR local_id IN (SELECT DISTINCT run FROM outbox WHERE sent = 0)"
         )
 
+    def damaged_rows(self) -> list[int]:
+        """The seqs of unsent batch rows whose blob fails its check (SQLite cannot see that)."""
+        rows = self._read(
+            "SELECT seq, data FROM outbox WHERE sent = 0 AND kind = ?", (batch_rows.KIND,)
+        )
+        return [seq for seq, data in rows if not batch_rows.intact(data)]
+
     def result(self, seq: int) -> str | None:
         """What an operation entry produced (JSON), once sent."""
         rows = self._read("SELECT result FROM outbox WHERE seq = ?", (seq,))
         return rows[0][0] if rows else None
 
     def stats(self) -> SpoolStats:
-        """How many entries wait to be sent, and the age of the oldest."""
-        ((depth, oldest),) = self._read("SELECT COUNT(*), MIN(ts) FROM outbox WHERE sent = 0")
+        """How many entries (points and operations) wait to be sent, and the age of the oldest."""
+        ((depth, oldest),) = self._read(
+            "SELECT COALESCE(SUM(n), 0), MIN(ts) FROM outbox WHERE sent = 0"
+        )
         lag = (now_ms() - oldest) / 1000 if oldest else 0.0
         return SpoolStats(int(depth), lag)
 
     def pending_count(self, run: str) -> int:
         """How many entries of ``run`` wait to be sent."""
-        return self._read("SELECT COUNT(*) FROM outbox WHERE sent = 0 AND run = ?", (run,))[0][0]
+        return self._read(
+            "SELECT COALESCE(SUM(n), 0) FROM outbox WHERE sent = 0 AND run = ?", (run,)
+        )[0][0]
 
     def integrity_check(self) -> str:
         """SQLite's integrity check of the spool file: ``ok`` or what is damaged."""
@@ -312,6 +421,10 @@ class SpoolStats:
 
     depth: int  # entries not yet in MLflow
     lag_seconds: float  # age of the oldest of them
+
+
+def _has_batch_columns(db: sqlite3.Connection) -> bool:
+    return "data" in {row[1] for row in db.execute("PRAGMA table_info(outbox)")}
 
 
 def _entry(row: tuple) -> Entry:
@@ -381,14 +494,23 @@ class _Transaction:
             raise spool_error(self._path, exc, "write") from None
 
 
+_REPAIR_HINT = (
+    "run `engage sync --repair`: it keeps the damaged file as a backup beside it, "
+    "salvages every readable entry into a fresh spool and sends them"
+)
+
+
+def bad_row(path: Path, seq: int, exc: BadBatchRow) -> SpoolDamaged:
+    """The SpoolDamaged for a batch row (``seq``) whose blob does not decode."""
+    return SpoolDamaged(
+        f"the tracking spool at {path} is damaged: outbox row {seq}: {exc}", hint=_REPAIR_HINT
+    )
+
+
 def spool_error(path: Path, exc: sqlite3.Error, action: str) -> TrackingError:
     """The TrackingError for a SQLite error on the spool at ``path``, with the repair to run."""
     if is_sqlite_damage(exc):
-        return SpoolDamaged(
-            f"the tracking spool at {path} is damaged ({exc})",
-            hint="run `engage sync --repair`: it keeps the damaged file as a backup beside it, "
-            "salvages every readable entry into a fresh spool and sends them",
-        )
+        return SpoolDamaged(f"the tracking spool at {path} is damaged ({exc})", hint=_REPAIR_HINT)
     if action == "read":
         return TrackingError(f"cannot read the tracking spool at {path}: {exc}")
     return TrackingError(

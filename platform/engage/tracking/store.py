@@ -13,6 +13,7 @@ from typing import Any
 from engage import env_vars
 from engage.errors import TrackingError
 from engage.paths import private_dir, private_file
+from engage.tracking.sqlite_store import seed_sqlite_store
 from engage.tracking.uris import mask_uri
 
 
@@ -44,6 +45,7 @@ def open_client(uri: str):
         store = Path(uri.removeprefix("sqlite:///"))
         # 0600 before MLflow creates its tables, 0700 where artifact_root_for puts artifacts;
         # best effort: on a read-only folder MLflow's own error says what is wrong.
+        seed_sqlite_store(store)  # seconds faster than MLflow's migrations on a new home
         with contextlib.suppress(OSError):
             private_file(store)
             private_dir(store.parent / "artifacts")
@@ -107,30 +109,6 @@ class _Pinned:
                 return attr(*args, **kwargs)
 
         return call
-
-
-def forget_store(uri: str) -> None:
-    """Drop MLflow's cached SQLAlchemy engines for ``uri`` in this process.
-
-    MLflow's SQL stores keep one engine per database URI for the process's life; after
-    engine replaced the file behind a ``sqlite:///`` URI (``engage sync --repair``), a
-    cached engine would go on using the old file.
-    """
-    import importlib
-
-    for name in (
-        "mlflow.store.tracking.sqlalchemy_store",
-        "mlflow.store.model_registry.sqlalchemy_store",
-        "mlflow.store.jobs.sqlalchemy_store",
-    ):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        for store_class in vars(module).values():
-            engines = getattr(store_class, "_engine_map", None)
-            if isinstance(engines, dict) and (engine := engines.pop(uri, None)) is not None:
-                engine.dispose()
 
 
 def ensure_experiment(client, name: str) -> str:

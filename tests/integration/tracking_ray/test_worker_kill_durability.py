@@ -22,7 +22,6 @@ from __future__ import annotations
 import mmap
 import os
 import signal
-import sqlite3
 import struct
 import sys
 import threading
@@ -115,10 +114,18 @@ class _Driver:
         self._pump.finish(timeout_s=30.0)
 
     def spooled(self) -> list[tuple[str, int, float]]:
-        """(metric, step, value) of every metric row in the spool, read on a new connection."""
-        with sqlite3.connect(self.spool_path, timeout=30) as db:
-            rows = db.execute("SELECT key, step, num FROM outbox WHERE kind = 'metric'")
-            return rows.fetchall()
+        """(metric, step, value) of every metric point in the spool, read on a new connection
+        (a batch row holds many points: read them through the spool, not its rows)."""
+        spool = Spool(self.spool_path)
+        try:
+            return [
+                (e.key, e.step, e.value)
+                for run in spool.runs()
+                for e in spool.pending(run.local_id, 1 << 30)  # no drainer: nothing is sent
+                if e.kind == "metric"
+            ]
+        finally:
+            spool.close()
 
 
 @pytest.fixture

@@ -29,16 +29,24 @@ def test_rays_opt_out_notice_is_dropped_and_its_disabled_warning_kept() -> None:
     assert _passes("Token authentication is disabled for this Ray cluster. Anyone with ...")
 
 
-def test_quiet_defaults_turn_mlflow_progress_bars_off_unless_set(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("name", "default"),
+    [
+        ("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false"),
+        ("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0"),
+    ],
+)
+def test_third_party_defaults_apply_only_where_the_user_set_nothing(
+    name: str, default: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", raising=False)
-    env_vars.set_quiet_defaults()
-    assert env_vars.os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] == "false"
+    monkeypatch.setenv(name, "")  # recorded, so the value set below is undone after the test
+    monkeypatch.delenv(name)
+    env_vars.set_third_party_defaults()
+    assert env_vars.os.environ[name] == default
 
-    monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "true")
-    env_vars.set_quiet_defaults()
-    assert env_vars.os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] == "true"
+    monkeypatch.setenv(name, "user's own")
+    env_vars.set_third_party_defaults()
+    assert env_vars.os.environ[name] == "user's own"
 
 
 def test_models_builders_lists_every_registered_builder() -> None:

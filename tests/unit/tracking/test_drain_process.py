@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 from mlflow import MlflowClient
 
-from engage.tracking import Drainer, Spool
+from engage.tracking import Drainer, Spool, drain
 
 
 def test_start_drains_from_a_separate_low_priority_process(
@@ -28,7 +29,7 @@ def test_start_drains_from_a_separate_low_priority_process(
     drainer = Drainer(spool.path).start()
     child = psutil.Process(drainer.pid)
     deadline = time.monotonic() + 60
-    while child.nice() != 19 and time.monotonic() < deadline:  # it lowers itself at start
+    while child.nice() != 19 and time.monotonic() < deadline:  # once it has sent something
         time.sleep(0.05)
     nice = child.nice()
     deadline = time.monotonic() + 120
@@ -46,9 +47,18 @@ def test_start_drains_from_a_separate_low_priority_process(
     assert len(MlflowClient(uri).get_metric_history(server_id, "m")) == 500
 
 
-def test_flush_drains_in_the_foreground_then_hands_back_to_a_new_process(
-    store_home: Path, tmp_path: Path
+def _drainer_children() -> list[psutil.Process]:
+    return [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "engage.tracking.drainer_main" in " ".join(p.cmdline())
+    ]
+
+
+def test_flush_drains_in_the_foreground_then_hands_back_to_a_new_process_later(
+    store_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(drain, "HANDBACK_AFTER_S", 0.5)
     uri = f"sqlite:///{store_home / 'mlflow.db'}"
     spool = Spool(tmp_path / "spool.db")
     run = spool.create_run(uri, "drain-flush", "r", {})
@@ -57,12 +67,41 @@ def test_flush_drains_in_the_foreground_then_hands_back_to_a_new_process(
     first = drainer.pid
 
     drained = drainer.flush(run, timeout_s=120)
+    right_after = drainer.pid  # a job's end flushes again within seconds: no process yet
+    deadline = time.monotonic() + 30
+    while drainer.pid is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     second = drainer.pid
     drainer.stop()
 
     assert drained
+    assert right_after is None
     assert second is not None
     assert second != first
+
+
+def test_flushes_in_a_row_and_a_stop_start_no_process_in_between(
+    store_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(drain, "HANDBACK_AFTER_S", 0.5)
+    uri = f"sqlite:///{store_home / 'mlflow.db'}"
+    spool = Spool(tmp_path / "spool.db")
+    run = spool.create_run(uri, "drain-end", "r", {})
+    spool.append_points(run, [("metric", "m", 1.0, 0, 1_000)])
+    drainer = Drainer(spool.path).start()
+    first = drainer.pid
+
+    assert drainer.flush(run, timeout_s=120)
+    spool.append_points(run, [("metric", "m", 2.0, 1, 1_001)])
+    assert drainer.flush(run, timeout_s=120)  # within the handback delay: drains here
+    drainer.stop()
+    time.sleep(1.0)  # past the delay: a handback that stop() did not cancel would start now
+
+    assert drainer.pid is None
+    assert [p.pid for p in _drainer_children() if p.status() != psutil.STATUS_ZOMBIE] == []
+    assert first is not None
+    server_id = spool.run(run).server_id
+    assert [m.value for m in MlflowClient(uri).get_metric_history(server_id, "m")] == [1.0, 2.0]
 
 
 def test_the_drainer_process_passes_on_warnings_and_permanent_faults(tmp_path: Path) -> None:
