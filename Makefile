@@ -66,6 +66,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/federated_defences.py
 	$(BIN)/python benchmarks/tracking_overhead.py
 	$(BIN)/python benchmarks/input_pipeline.py
+	$(BIN)/python benchmarks/streaming_ingest.py
 	$(BIN)/python benchmarks/recovery.py
 	$(BIN)/python benchmarks/mixed_precision.py
 	$(BIN)/python benchmarks/scaling_plan.py

@@ -41,13 +41,18 @@ def validate(
             )
             return
         from engage.runtime import prepare_data
+        from engage.runtime.kinds import kind_of
 
-        prepared = prepare_data(loaded)
-        sizes = {s: len(getattr(prepared, s).y) for s in ("train", "val", "test")}
+        # As `engage run` will: only the pipeline kind trains from a streamed split.
+        prepared = prepare_data(loaded, streamed=kind_of(loaded.spec) == "pipeline")
+        val, test = len(prepared.val.y), len(prepared.test.y)
+        scored = "windows"
+        if prepared.stream is not None:
+            scored = "windows scored (evenly spaced samples); train streams from its shards"
         out.print(
             f"[green]✓[/] {file}: valid spec for pipeline '{loaded.spec.name}'; data OK: "
-            f"{prepared.fingerprint.rows:,} rows -> train {sizes['train']:,} / val {sizes['val']:,} "
-            f"/ test {sizes['test']:,} windows"
+            f"{prepared.fingerprint.rows:,} rows -> train {prepared.train_windows:,} / "
+            f"val {val:,} / test {test:,} {scored}"
         )
 
     guarded(_body)

@@ -1,4 +1,8 @@
-"""The data stage in one call: read, check, window, split, normalise, fingerprint."""
+"""The data stage in one call: read, check, window, split, normalise, fingerprint.
+
+A csv or parquet source streams instead (``data.streaming``, :mod:`engage.data.streaming`):
+its training split then stays on disk until Ray Train workers read it.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ from engage.data.preprocess import (
     resolve_device,
 )
 from engage.data.sources import describe_origin, load_frame
+from engage.data.stream_plan import should_stream
+from engage.data.streaming import StreamedTrain, prepare_stream
 from engage.data.windowing import Normalization, Split, make_splits
 from engage.spec.models import DataSpec
 
@@ -59,6 +65,10 @@ class PreparedData:
     inputs : dict of str to numpy.ndarray, or None
         The model inputs of each split (its windows after ``preprocess``, augmented for
         train); ``None`` when there is no window operator (the inputs are ``split.x``).
+    stream : StreamedTrain or None
+        Set when the training split streams (``data.streaming``): the splits above are
+        then evenly spaced samples of about ``EVAL_BYTES`` each and ``frame`` is a
+        preview of the first unit (:mod:`engage.data.streaming`).
     """
 
     train: Split
@@ -73,11 +83,17 @@ class PreparedData:
     fingerprint: DatasetFingerprint
     preprocess: FittedPreprocess | None = None
     inputs: dict[str, np.ndarray] | None = None
+    stream: StreamedTrain | None = None
 
     @property
     def n_classes(self) -> int | None:
         """Number of classes, or ``None`` for regression."""
         return None if self.classes is None else len(self.classes)
+
+    @property
+    def train_windows(self) -> int:
+        """Windows in the whole training split (streamed or in memory)."""
+        return len(self.train.y) if self.stream is None else self.stream.n_train
 
     def model_inputs(self, split: str) -> np.ndarray:
         """The windows the model is trained or scored on for ``split`` (train, val or test).
@@ -115,6 +131,8 @@ def prepare(spec: DataSpec, base_dir: Path) -> PreparedData:
         ``preprocess_device: gpu`` on a machine without one.
     """
     base_dir = Path(base_dir)
+    if should_stream(spec, base_dir):
+        return _prepare_stream(spec, base_dir)
     ops = build_operators(spec.preprocess)  # before reading: a bad step fails fast
     windowed = any(op.level == "window" for op in ops)
     device = resolve_device(spec.preprocess_device) if windowed else None
@@ -132,6 +150,22 @@ def prepare(spec: DataSpec, base_dir: Path) -> PreparedData:
         fingerprint=fingerprint(frame, spec, base_dir),
         preprocess=fitted,
         inputs=inputs,
+    )
+
+
+def _prepare_stream(spec: DataSpec, base_dir: Path) -> PreparedData:
+    """The streamed data stage (:func:`engage.data.streaming.prepare_stream`)."""
+    got = prepare_stream(spec, base_dir)
+    return PreparedData(
+        **got.splits,
+        features=tuple(spec.features),
+        target=spec.target,
+        task=spec.task,
+        classes=got.classes,
+        normalization=got.normalization,
+        frame=got.frame,
+        fingerprint=got.fingerprint,
+        stream=got.stream,
     )
 
 

@@ -43,7 +43,7 @@ class PipelineJob(Job[PreparedData, "TrainOutcome"]):
 
     def prepare(self) -> PreparedData:
         """Load, check, window and split the data (:func:`stages.prepare_data`)."""
-        return stages.prepare_data(self.loaded)
+        return stages.prepare_data(self.loaded, streamed=True)
 
     def preflight(self) -> None:
         """A deploy after training needs its port free: say so before training, not after.

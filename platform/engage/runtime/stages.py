@@ -53,18 +53,34 @@ def new_run_name(name: str) -> str:
     return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
 
 
-def prepare_data(loaded: LoadedSpec) -> PreparedData:
+def prepare_data(loaded: LoadedSpec, *, streamed: bool = False) -> PreparedData:
     """Load, check, window and split the data; then the checks that need its size.
+
+    Parameters
+    ----------
+    loaded
+        The spec.
+    streamed
+        Whether the caller trains from a streamed training split (the pipeline job does);
+        the others need every training window in memory.
 
     Raises
     ------
     DataError
         The data is missing, malformed or too small.
     SpecError
-        ``train.batch_size`` or ``train.num_workers`` exceeds the training windows.
+        ``train.batch_size`` or ``train.num_workers`` exceeds the training windows, or the
+        data streams (``data.streaming``) for a caller that cannot train from a stream.
     """
     data = prepare(loaded.spec.data, loaded.base_dir)
-    n_train, train = len(data.train.y), loaded.spec.train
+    if data.stream is not None and not streamed:
+        raise loaded.error(
+            ("data", "streaming"),
+            f"the training split streams ({data.stream.n_train:,} windows) and this job needs "
+            "it in memory: only a pipeline job trains from a stream; set data.streaming: false "
+            "(the split must then fit in memory), or run it as a pipeline with `engage run`",
+        )
+    n_train, train = data.train_windows, loaded.spec.train
     if train.batch_size > n_train:
         raise loaded.error(
             ("train", "batch_size"),
@@ -282,20 +298,32 @@ def train(
 
     spec = loaded.spec
     hub = start_hub()
-    arrays = {
-        "train_x": data.model_inputs("train"),
-        "train_y": data.train.y,
-        "val_x": data.model_inputs("val"),
-        "val_y": data.val.y,
-    }
+    arrays, datasets = _train_inputs(data)
     job = TrainJob(
-        spec.train, spec.model, spec.data.task, _shape(data), ray.put(arrays), hub, run.local_id
-    )
+        spec.train, spec.model, spec.data.task, _shape(data), ray.put(arrays), hub, run.local_id,
+        shuffle_buffer=spec.data.shuffle_buffer,
+        streamed=None if data.stream is None else data.stream.n_train,
+    )  # fmt: skip
     check_fits(job, info.resources)
     pump = EventPump(hub, bus)
     return fit(
-        job, pump, storage=options.home / "ray_results", name=f"{spec.name}-{run.local_id[:8]}"
+        job,
+        pump,
+        storage=options.home / "ray_results",
+        name=f"{spec.name}-{run.local_id[:8]}",
+        datasets=datasets,
     )
+
+
+def _train_inputs(data: PreparedData) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The arrays every worker gets (val; train too in memory) and a streamed train dataset."""
+    arrays = {"val_x": data.model_inputs("val"), "val_y": data.val.y}
+    if data.stream is None:
+        return arrays | {"train_x": data.model_inputs("train"), "train_y": data.train.y}, None
+    from engage.data.streaming import train_dataset
+
+    stats = {"target_mean": data.stream.target_mean, "target_std": data.stream.target_std}
+    return arrays | stats, {"train": train_dataset(data.stream)}
 
 
 def evaluate(

@@ -1,9 +1,14 @@
 """The Ray Train loop run by every worker: data-parallel training with DDP.
 
-Every worker sees the same seeded permutation each epoch and trains on its own slice of
-it, so a run is reproducible for a given seed and worker count. Rank 0 reports epoch
-metrics through the job's reporter and writes the checkpoint. A regression network learns
-targets standardised with the training split's mean and std (:class:`TargetScaled`).
+Every worker sees the same seeded order each epoch
+(:func:`engage.data.batch_order.epoch_order`) and trains on its own slice of it, so a run
+is reproducible for a given seed and worker count. A streamed training split
+(``TrainJob.streamed``) reaches each worker as its Ray Data shard instead, read in blocks
+with prefetch and re-batched in the same order by
+:func:`engage.data.batch_order.shuffled_batches` (one shuffle buffer held at a time).
+Rank 0 reports epoch metrics through the job's reporter and writes the checkpoint. A
+regression network learns targets standardised with the training split's mean and std
+(:class:`TargetScaled`).
 
 Checkpoints are verified folders (:mod:`engage.train.checkpoint`) holding the model,
 optimiser, gradient scaler and RNG states and the data position (the next epoch: each
@@ -22,13 +27,14 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
+from engage.data.batch_order import epoch_order, shuffled_batches
 from engage.errors import TrainingError
 from engage.events import HubTransport, Reporter
 from engage.monitor.resources import ResourceSampler
@@ -56,6 +62,7 @@ from engage.train.recovery import (
 )
 
 CHECKPOINT_FILE = PAYLOAD
+_STREAM_BLOCK = 4096  # windows per block read from a Ray Data shard (then re-batched)
 _PROGRESS_EVERY_S = 0.5
 
 
@@ -71,6 +78,8 @@ class TrainJob:
     hub: Any  # EventHub actor handle
     run_id: str
     checkpoint_root: str | None = None  # the Ray Train run folder; set by trainer.fit
+    shuffle_buffer: int = 65_536  # data.shuffle_buffer: windows shuffled together (batch_order)
+    streamed: int | None = None  # training windows, when they reach workers as Ray Data shards
 
 
 def make_optimizer(spec: TrainSpec, params: Any) -> torch.optim.Optimizer:
@@ -139,6 +148,12 @@ class Worker:
     device: Any
     precision: Precision
     comm: CommTimer | None = None  # all-reduce timing when train.comm asks for it (DDP only)
+    shard: Any = None  # the Ray Data shard iterator of a streamed training split
+
+    @property
+    def rows(self) -> int:
+        """Training windows in the whole split (in memory or streamed)."""
+        return len(self.y) if self.job.streamed is None else self.job.streamed
 
     @property
     def per_worker(self) -> int:
@@ -148,7 +163,7 @@ class Worker:
     @property
     def n_per(self) -> int:
         """Training rows each worker sees per epoch (the same for all; the rest is left out)."""
-        return len(self.x) // self.world
+        return self.rows // self.world
 
 
 def _sync(model: nn.Module, step_now: bool) -> contextlib.AbstractContextManager:
@@ -166,11 +181,35 @@ def _group_rows(w: Worker, step: int, steps: int) -> int:
     return min(last * w.per_worker, w.n_per) - first * w.per_worker
 
 
+def _memory_batches(w: Worker, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """This worker's batches of the in-memory split: its slice of the epoch's order."""
+    order = epoch_order(len(w.y), w.job.train.seed, epoch, w.job.shuffle_buffer)
+    for idx in order[w.rank * w.n_per : (w.rank + 1) * w.n_per].split(w.per_worker):
+        yield w.x[idx], w.y[idx]
+
+
+def _stream_batches(w: Worker, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """This worker's batches of its Ray Data shard, in the same order as in memory."""
+    blocks = (
+        (b["x"], b["y"])
+        for b in w.shard.iter_torch_batches(batch_size=_STREAM_BLOCK, prefetch_batches=2)
+    )
+    yield from shuffled_batches(
+        blocks,
+        seed=w.job.train.seed,
+        epoch=epoch,
+        buffer=w.job.shuffle_buffer,
+        batch=w.per_worker,
+        limit=w.n_per,
+    )
+    for _ in blocks:  # rows past this worker's equal share, if Ray Data gave any
+        pass
+
+
 def _epoch(w: Worker, epoch: int, resources: ResourceSampler) -> tuple[float, float, float]:
     """Train one epoch; returns (loss sum, data wait seconds, wall seconds) of this worker."""
     job, faults = w.job, w.job.train.faults
-    g = torch.Generator().manual_seed(job.train.seed * 1_000_003 + epoch)
-    shard = torch.randperm(len(w.x), generator=g)[w.rank * w.n_per : (w.rank + 1) * w.n_per]
+    batches = _stream_batches(w, epoch) if w.shard is not None else _memory_batches(w, epoch)
     steps = math.ceil(w.n_per / w.per_worker)
     accum = job.train.grad_accumulation
     loss_fn = loss_function(job.task)
@@ -182,19 +221,19 @@ def _epoch(w: Worker, epoch: int, resources: ResourceSampler) -> tuple[float, fl
             time.sleep(faults.data_delay_seconds)  # a deliberately slow input pipeline
         if step == steps // 2:
             maybe_kill(w, epoch)
-        idx = shard[step * w.per_worker : (step + 1) * w.per_worker]
-        xb, yb = w.x[idx].to(w.device), targets_for_loss(w.y[idx], job.task).to(w.device)
+        xb, yb = next(batches)
+        xb, yb = xb.to(w.device), targets_for_loss(yb, job.task).to(w.device)
         t1 = time.perf_counter()
         step_now = (step + 1) % accum == 0 or step == steps - 1
         with _sync(w.model, step_now):
             with w.precision.autocast():
                 out = w.model(xb).float()  # the loss in fp32 whatever the autocast dtype
             loss = training_loss(w.model, out, yb, job.task, loss_fn)
-            w.precision.backward(loss * (len(idx) / _group_rows(w, step, steps)))
+            w.precision.backward(loss * (len(yb) / _group_rows(w, step, steps)))
         if step_now:
             w.precision.step(w.optimizer)
             w.optimizer.zero_grad(set_to_none=True)
-        loss_sum += loss.item() * len(idx)
+        loss_sum += loss.item() * len(yb)
         t2 = time.perf_counter()
         wait += t1 - t0
         global_step = (epoch - 1) * steps + step + 1
@@ -204,7 +243,7 @@ def _epoch(w: Worker, epoch: int, resources: ResourceSampler) -> tuple[float, fl
                 "step_seconds": t2 - t0,
                 "data_wait_seconds": t1 - t0,
                 "compute_seconds": t2 - t1,
-                "samples": len(idx),
+                "samples": len(yb),
                 **comm,
             },
             step=global_step,
@@ -213,6 +252,8 @@ def _epoch(w: Worker, epoch: int, resources: ResourceSampler) -> tuple[float, fl
         if w.rank == 0 and t2 - last_tick > _PROGRESS_EVERY_S:
             last_tick = t2
             w.reporter.progress("step", epoch=epoch, step=step + 1, steps=steps)
+    for _ in batches:  # a streamed shard is read to its end: the next epoch starts afresh
+        pass
     return loss_sum, wait, time.perf_counter() - started
 
 
@@ -245,13 +286,19 @@ def make_worker(
     """One worker's view of ``job`` over ``data`` (numpy arrays ``train_x``, ``train_y``,
     ``val_x``, ``val_y``): the seeded model (a regression model's target statistics fitted
     on the whole training split, the same on every worker), its optimizer and its val shard.
+    A streamed split (``job.streamed``) has no ``train_x``/``train_y``: its target
+    statistics come as floats ``target_mean`` and ``target_std`` from the streaming pass.
 
     ``prepare`` wraps the model for distributed training (Ray Train's ``prepare_model``);
     the default leaves it as it is, for a single process.
     """
-    y = torch.from_numpy(data["train_y"])
+    streamed = "train_y" not in data
+    y = torch.empty(0) if streamed else torch.from_numpy(data["train_y"])
     model = training_model(job)
-    if isinstance(model, TargetScaled):
+    if isinstance(model, TargetScaled) and streamed:
+        model.target_mean.fill_(data["target_mean"])
+        model.target_std.fill_(data["target_std"])
+    elif isinstance(model, TargetScaled):
         model.fit(y)
     model = prepare(model)
     return Worker(
@@ -259,7 +306,7 @@ def make_worker(
         rank=rank,
         world=world,
         reporter=reporter,
-        x=torch.from_numpy(data["train_x"]),
+        x=torch.empty(0) if streamed else torch.from_numpy(data["train_x"]),
         y=y,
         val_x=torch.from_numpy(data["val_x"][rank::world]),
         val_y=torch.from_numpy(data["val_y"][rank::world]),
@@ -290,6 +337,8 @@ def _setup(job: TrainJob) -> Worker:
         ),
     )
     w.comm = apply_comm(w.model, comm)  # the compression hook, and its timer when asked
+    if job.streamed is not None:
+        w.shard = ray.train.get_dataset_shard("train")
     return w
 
 

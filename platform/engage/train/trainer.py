@@ -118,6 +118,18 @@ def check_model(job: TrainJob) -> None:
             training_model(job)
 
 
+def ingest_config() -> Any:
+    """Ray Train's ``DataConfig`` for a streamed split: Ray Data's ingest defaults, with the
+    blocks kept in the dataset's order, so a worker's batches follow the seed (the order
+    :func:`engage.data.batch_order.shuffled_batches` shuffles is the canonical one).
+    """
+    from ray.train import DataConfig
+
+    options = DataConfig.default_ingest_options()
+    options.preserve_order = True
+    return DataConfig(datasets_to_split=["train"], execution_options=options)
+
+
 def _unwrap(exc: BaseException) -> EngageError | None:
     failures = getattr(exc, "worker_failures", None) or {}
     for failure in [*failures.values(), exc]:
@@ -137,6 +149,7 @@ def fit(
     storage: Path,
     name: str,
     on_tick: Callable[[], None] = lambda: None,
+    datasets: dict[str, Any] | None = None,
 ) -> TrainOutcome:
     """Run training on the cluster; returns the final checkpoint's state.
 
@@ -155,6 +168,9 @@ def fit(
         The Ray Train run name (a folder under ``storage``).
     on_tick : callable, optional
         Called on every poll, for example to refresh a progress display.
+    datasets : dict of str to ray.data.Dataset, optional
+        A streamed training split (``{"train": dataset}``, with ``job.streamed`` set):
+        each worker reads its shard in the dataset's order (:func:`ingest_config`).
 
     Raises
     ------
@@ -175,6 +191,8 @@ def fit(
         train_loop_config={"job": job},
         torch_config=TorchConfig(backend="nccl" if job.train.use_gpu else "gloo"),
         scaling_config=scaling_config(job),
+        datasets=datasets,
+        dataset_config=ingest_config() if datasets else None,
         run_config=RunConfig(
             name=name,
             storage_path=str(storage),

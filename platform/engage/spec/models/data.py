@@ -155,6 +155,23 @@ class DataSpec(StrictModel):
         description="where window operators run: cpu, gpu (error without one) or auto "
         "(gpu when present, else cpu)",
     )
+    streaming: bool | Literal["auto"] = Field(
+        "auto",
+        description="stream the training split to each Ray Train worker as its Ray Data shard "
+        "instead of holding it in memory: true, false, or auto (stream a csv or parquet "
+        "source larger than streaming_threshold_mb on disk)",
+    )
+    streaming_threshold_mb: float = Field(
+        512.0, gt=0, description="on-disk size above which streaming: auto streams (MiB)"
+    )
+    shuffle_buffer: int = Field(
+        65_536,
+        ge=1,
+        le=100_000_000,
+        description="training windows shuffled together each epoch: the split is visited in "
+        "consecutive chunks of this many windows, each in a seeded permutation (the same "
+        "batches in memory and streamed); at least the split's size for a full shuffle",
+    )
 
     @field_validator("features")
     @classmethod
@@ -163,6 +180,20 @@ class DataSpec(StrictModel):
         if dupes:
             raise ValueError(f"duplicate feature(s) {', '.join(dupes)}")
         return v
+
+    @model_validator(mode="after")
+    def _streams_a_file_source(self) -> DataSpec:
+        if self.streaming is True and self.source.type not in ("csv", "parquet"):
+            raise ValueError(
+                f"streaming: true needs a csv or parquet source, not {self.source.type!r}; "
+                "set streaming: auto or false"
+            )
+        if self.streaming is True and self.preprocess:
+            raise ValueError(
+                "streaming: true does not run data.preprocess steps yet; remove them or set "
+                "streaming: false"
+            )
+        return self
 
     @model_validator(mode="after")
     def _target_not_feature_for_now(self) -> DataSpec:

@@ -1,0 +1,219 @@
+"""The plan of a streamed data set: its shards, their schema and the units they are read in.
+
+Before anything is trained, a streamed ``csv`` or ``parquet`` source is checked shard by
+shard without reading its values: the file, folder or glob must name files, every file
+must be readable and have the columns (and, for Parquet, the column types) of the first.
+Then only the key columns are read, to find the overall time range (the split cuts) and
+the *units*: the smallest sets of shards that hold whole groups (households). A unit is
+what one reader holds in memory at a time; windows never cross a group, so a unit can be
+windowed on its own. Units come in the order of their first group, which is the in-memory
+path's canonical order when shards hold consecutive groups (as the simulator writes them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from engage.data.checks import _timestamps, _Where
+from engage.data.shards import expand
+from engage.data.sources import key_columns, resolve_path
+from engage.data.windowing import cut_times
+from engage.errors import DataError
+from engage.spec.models import DataSpec
+
+STREAMED = ("csv", "parquet")
+"""Source types that can stream (the others generate or read one table in memory)."""
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """What every reader of a streamed data set needs: small, so it travels to Ray tasks.
+
+    Attributes
+    ----------
+    spec : DataSpec
+        The data section (columns, window, horizon, stride, split).
+    files : tuple of str
+        Every shard, sorted by path.
+    units : tuple of tuple of int
+        Indices into ``files`` of each unit's shards, units in canonical order.
+    rows : int
+        Rows over all shards.
+    bytes : int
+        Size on disk of all shards.
+    origin : str
+        How messages name the data (the resolved ``data.source.path``).
+    cuts : tuple of numpy.datetime64
+        The split cut times ``t1 < t2`` over the overall time range of all shards.
+    """
+
+    spec: DataSpec
+    files: tuple[str, ...]
+    units: tuple[tuple[int, ...], ...]
+    rows: int
+    bytes: int
+    origin: str
+    cuts: tuple[np.datetime64, np.datetime64]
+
+
+def shard_files(spec: DataSpec, base_dir: Path) -> list[Path]:
+    """The shard files of a ``csv`` or ``parquet`` source, sorted.
+
+    Raises
+    ------
+    DataError
+        If the path does not exist, the folder holds no shard or the glob matches nothing.
+    """
+    suffix = "." + spec.source.type
+    path = resolve_path(spec, base_dir)
+    return expand(path, suffix, spec.source.path, Path(base_dir).resolve())
+
+
+def _schema(path: Path, kind: str) -> dict[str, str]:
+    """Column name to type of one shard, read from its footer (Parquet) or header (CSV)."""
+    try:
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            return {f.name: str(f.type) for f in pq.read_schema(path)}
+        return {str(c): "" for c in pd.read_csv(path, nrows=0).columns}
+    except Exception as exc:  # pyarrow and pandas raise several unrelated types
+        what = "Parquet" if kind == "parquet" else "CSV"
+        raise DataError(
+            f"data file {path} is not readable as {what}: {exc}",
+            hint="check that the file is complete and in the source's format",
+        ) from None
+
+
+def check_schemas(paths: list[Path], kind: str, needed: list[str]) -> None:
+    """Every shard has the columns (and Parquet types) of the first; the spec's columns exist.
+
+    Raises
+    ------
+    DataError
+        Naming the file and the column that is missing, extra or of another type, or a
+        file that cannot be read.
+    """
+    first = _schema(paths[0], kind)
+    absent = [c for c in needed if c not in first]
+    if absent:
+        raise DataError(
+            f"shard {paths[0]}: no column {absent[0]!r} (columns: {', '.join(first)})",
+            hint="fix the column names in data.features / data.target / data.source",
+        )
+    hint = f"every shard needs the columns of {paths[0].name}: {', '.join(first)}"
+    for path in paths[1:]:
+        schema = _schema(path, kind)
+        missing = [c for c in first if c not in schema]
+        if missing:
+            raise DataError(f"shard {path}: no column {missing[0]!r}", hint=hint)
+        extra = [c for c in schema if c not in first]
+        if extra:
+            raise DataError(f"shard {path}: unexpected column {extra[0]!r}", hint=hint)
+        for name, want in first.items():
+            if schema[name] != want:
+                raise DataError(
+                    f"shard {path}: column {name!r} is {schema[name]}, but {want} in "
+                    f"{paths[0].name}",
+                    hint="write every shard with the same column types",
+                )
+
+
+def read_columns(path: Path, kind: str, columns: list[str]) -> pd.DataFrame:
+    """Only ``columns`` of one shard (a Parquet shard reads nothing else from disk).
+
+    Raises
+    ------
+    DataError
+        Naming the file, if it cannot be read.
+    """
+    try:
+        if kind == "parquet":
+            return pd.read_parquet(path, columns=columns)
+        return pd.read_csv(path, usecols=columns, low_memory=False)
+    except Exception as exc:  # a file truncated after its footer or header was read
+        raise DataError(
+            f"data file {path} is not readable: {exc}",
+            hint="check that the file is complete and in the source's format",
+        ) from None
+
+
+def _units(groups: list[np.ndarray]) -> list[tuple[int, ...]]:
+    """Connected sets of shards (shards sharing a group), ordered by their smallest group."""
+    parent = list(range(len(groups)))
+
+    def _root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[object, int] = {}
+    for i, values in enumerate(groups):
+        for g in values.tolist():
+            j = owner.setdefault(g, i)
+            parent[_root(i)] = _root(j)
+    members: dict[int, list[int]] = {}
+    for i in range(len(groups)):
+        members.setdefault(_root(i), []).append(i)
+    lowest = {r: min(v for i in m for v in groups[i].tolist()) for r, m in members.items()}
+    return [tuple(members[r]) for r in sorted(members, key=lambda r: lowest[r])]
+
+
+def plan_stream(spec: DataSpec, base_dir: Path) -> StreamPlan:
+    """Check the shards of a streamed source and cut them into units (key columns only).
+
+    Raises
+    ------
+    DataError
+        A glob matching nothing, an unreadable shard, or a shard of another schema.
+    """
+    kind = spec.source.type
+    paths = shard_files(spec, base_dir)
+    time, group = key_columns(spec)
+    needed = list(dict.fromkeys([time, *([group] if group else []), *spec.features, spec.target]))
+    check_schemas(paths, kind, needed)
+    rows, groups, lo, hi = 0, [], [], []
+    for path in paths:
+        keys = read_columns(path, kind, [time, group] if group else [time])
+        if keys.empty:
+            raise DataError(f"shard {path} has no data rows", hint="remove the empty shard")
+        rows += len(keys)
+        stamps = _timestamps(keys[time], time, _Where(f"shard {path}", csv=kind == "csv"))
+        lo.append(stamps.min())
+        hi.append(stamps.max())
+        groups.append(pd.unique(keys[group].dropna()) if group else np.zeros(1, np.int64))
+    units = _units(groups) if group else [tuple(range(len(paths)))]
+    return StreamPlan(
+        spec=spec,
+        files=tuple(str(p) for p in paths),
+        units=tuple(units),
+        rows=rows,
+        bytes=sum(p.stat().st_size for p in paths),
+        origin=str(resolve_path(spec, base_dir)),
+        cuts=cut_times(np.array([min(lo), max(hi)], dtype="datetime64[ns]"), spec.split),
+    )
+
+
+def should_stream(spec: DataSpec, base_dir: Path) -> bool:
+    """Whether ``spec`` takes the streaming path (``data.streaming``; ``auto`` by size).
+
+    ``auto`` streams a ``csv`` or ``parquet`` source whose shards together are larger than
+    ``data.streaming_threshold_mb`` on disk and declares no ``data.preprocess``; generated
+    sources never stream.
+
+    Raises
+    ------
+    DataError
+        If ``auto`` must measure a file source that names no file.
+    """
+    if spec.streaming is False or spec.source.type not in STREAMED or spec.preprocess:
+        return False  # the spec refuses `streaming: true` with either
+    if spec.streaming is True:
+        return True
+    size = sum(p.stat().st_size for p in shard_files(spec, base_dir))
+    return size > spec.streaming_threshold_mb * 2**20
