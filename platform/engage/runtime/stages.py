@@ -304,7 +304,7 @@ def train(
         shuffle_buffer=spec.data.shuffle_buffer,
         streamed=None if data.stream is None else data.stream.n_train,
     )  # fmt: skip
-    check_fits(job, info.resources)
+    check_fits(job, info.resources, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
     pump = EventPump(hub, bus)
     return fit(
         job,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,7 +71,11 @@ def _check_offered(asked: dict[str, float], cluster: dict[str, float]) -> None:
     )
 
 
-def check_fits(job: TrainJob, cluster: dict[str, float]) -> None:
+def check_fits(
+    job: TrainJob,
+    cluster: dict[str, float],
+    nodes: Sequence[Mapping[str, float]] | None = None,
+) -> None:
     """Refuse up front a job the cluster can never schedule (Ray would wait forever).
 
     Parameters
@@ -80,12 +84,16 @@ def check_fits(job: TrainJob, cluster: dict[str, float]) -> None:
         The training job; its worker count and per-worker resources are checked.
     cluster : dict of str to float
         The cluster's total resources, as ``ray.cluster_resources()`` returns them.
+    nodes : sequence of mappings, optional
+        Each alive node's total resources (``ray.nodes()``' ``Resources``). A worker runs on
+        one node, so the workers must fit node by node, not only in the totals.
 
     Raises
     ------
     ClusterError
-        If a worker asks for a custom resource no node offers, or all workers together
-        need more of a resource than the cluster has.
+        If a worker asks for a custom resource no node offers, if all workers together
+        need more of a resource than the cluster has, or if the nodes cannot hold that
+        many workers one node at a time.
     """
     asked = scaling_config(job).resources_per_worker
     _check_offered(asked, cluster)
@@ -98,6 +106,33 @@ def check_fits(job: TrainJob, cluster: dict[str, float]) -> None:
             f"the cluster ({detail})",
             hint="lower train.num_workers or train.resources_per_worker, or add nodes",
         )
+    if nodes:
+        _check_nodes(job.train.num_workers, asked, nodes)
+
+
+def _check_nodes(
+    workers: int, asked: dict[str, float], nodes: Sequence[Mapping[str, float]]
+) -> None:
+    """Refuse ``workers`` that the nodes cannot hold one node at a time (a worker cannot
+    span two nodes: 2 CPUs asked of two 1-CPU nodes fit the totals and never schedule)."""
+    wanted = {k: v for k, v in asked.items() if v > 0}
+    room = sum(
+        min((int((node.get(k, 0.0) + 1e-9) // v) for k, v in wanted.items()), default=workers)
+        for node in nodes
+    )
+    if room >= workers:
+        return
+    shown = [k for k in sorted(wanted) if k not in _BYTES]
+    offered = "; ".join(
+        f"node {i}: " + ", ".join(f"{k} {node.get(k, 0.0):g}" for k in shown)
+        for i, node in enumerate(nodes, 1)
+    )
+    raise ClusterError(
+        f"{workers} workers x {asked} do not fit the nodes: at most {room} of them can be "
+        f"placed ({offered})",
+        hint="a worker runs on one node: ask each for no more than one node has "
+        "(train.resources_per_worker), lower train.num_workers, or add larger nodes",
+    )
 
 
 def check_model(job: TrainJob) -> None:

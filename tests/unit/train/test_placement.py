@@ -103,3 +103,42 @@ def test_check_fits_still_refuses_too_much_of_an_offered_resource() -> None:
     # Act / Assert
     with pytest.raises(ClusterError, match="node_b: needs 3, cluster has 2"):
         check_fits(job, TWO_NODES)
+
+
+# The two loopback nodes of TWO_NODES, one by one, as ``ray.nodes()`` lists them.
+HEAD = {"CPU": 1.0, "memory": 4e9, "node:127.0.0.1": 1.0, "node:__internal_head__": 1.0}
+SECOND = {"CPU": 1.0, "memory": 4e9, "node:127.0.0.1": 1.0, "node_b": 2.0}
+
+
+def test_a_worker_larger_than_every_node_is_refused_though_the_totals_fit() -> None:
+    # Arrange: 2 CPUs in the cluster, but no node has 2: a worker cannot span nodes.
+    job = _job(num_workers=1, resources_per_worker={"CPU": 2})
+
+    # Act
+    with pytest.raises(ClusterError) as caught:
+        check_fits(job, TWO_NODES, [HEAD, SECOND])
+
+    # Assert: what one worker needs, what each node has, how many workers could be placed.
+    message = caught.value.message
+    assert "1 workers x {'CPU': 2.0} do not fit the nodes" in message
+    assert "at most 0 of them can be placed" in message
+    assert "node 1: CPU 1" in message and "node 2: CPU 1" in message
+    assert "memory" not in message
+    assert "a worker runs on one node" in caught.value.hint
+    assert caught.value.exit_code == 4
+
+
+def test_workers_are_counted_node_by_node() -> None:
+    # Two workers of 0.75 CPU fit the totals (1.5 of 2) and one node each: accepted.
+    check_fits(_job(num_workers=2, resources_per_worker={"CPU": 0.75}), TWO_NODES, [HEAD, SECOND])
+    # Three fit the totals (2.25 > 2 does not; take 0.6: 1.8 of 2) but only one per node.
+    with pytest.raises(ClusterError, match="at most 2 of them can be placed"):
+        check_fits(
+            _job(num_workers=3, resources_per_worker={"CPU": 0.6}), TWO_NODES, [HEAD, SECOND]
+        )
+    # A custom resource only the second node offers caps the count at what that node holds.
+    check_fits(
+        _job(num_workers=2, resources_per_worker={"CPU": 0.5, "node_b": 1}),
+        TWO_NODES,
+        [HEAD, SECOND],
+    )
