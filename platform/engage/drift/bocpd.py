@@ -45,6 +45,20 @@ ones reported); it is signalled once, at the row where the most probable regime
 (at least ``min_gap`` rows old and holding ``threshold`` of the posterior) is first found
 unknown, and a return to a known regime clears it.
 
+Slow drift (``ramp=True``, the default): a ramp becomes an unknown regime late, since a
+regime must move ``SHIFT`` reference standard deviations and the long-run statistics follow
+it. Beside the regime judgement the detector runs :class:`engage.drift.ramp.RampArm`: mean
+CUSUMs on the rows' normal scores against the level the stream starts at (the reference's,
+or a learned one), for an ERT of 10,000 rows on independent rows, that signal only while the
+rows they have seen are close to serially independent (smooth real series, trends and daily
+swings, keep them silent) and restart at every change whose posterior passes
+``RAMP_CONFIDENT``. Its signal is drift too (dated where its statistic left zero, listed in
+``changes``), held until the next confident change. It is armed only with a reference of at
+least ``RAMP_REFERENCE`` rows: a CUSUM's run lengths hold only when its in-control mean is
+known precisely, and with a few hundred reference rows the error of that mean alone brings
+false alarms within a few thousand rows (Jones, Champ & Rigdon 2004); never with
+``cycle`` (a cyclic reference's mean is no level the stream ever sits at).
+
 Daily cycle (``cycle=True``, registered as ``bocpd_daily``): the known regimes also hold
 the mean and variance of every stretch of ``SPANS`` consecutive reference rows (a quarter
 span apart), so a reference that covers a day holds every time of day, a smooth cycle
@@ -74,6 +88,7 @@ from engage.drift.base import (
     Regime,
     register_detector,
 )
+from engage.drift.ramp import RampArm
 from engage.drift.reference import Reference
 
 # State rows of the (5, slots, features) array: Normal-Gamma mean, pseudo-count, shape,
@@ -87,6 +102,8 @@ LEARN_ROWS = 3000  # reference rows the detector runs over to learn the known re
 MIN_SEGMENT = 50  # rows a reference segment needs to count as a known regime (fewer: noise)
 SPANS = (16, 32, 64, 128, 256)  # lengths (rows) of the reference stretches kept as known
 VAR_SE = 2.0  # standard errors of the log variance ratio a known regime is allowed
+RAMP_CONFIDENT = 0.9  # posterior of a dated change that restarts the slow-drift arm
+RAMP_REFERENCE = 1000  # reference rows the slow-drift arm needs (its CUSUM's in-control mean)
 
 
 def normal_gamma(mu: float, kappa: float, alpha: float, beta: float, f: int) -> np.ndarray:
@@ -210,6 +227,9 @@ class BocpdDetector(DriftDetector):
     cycle : bool
         Also know every stretch of the reference as a regime (module docstring, "Daily
         cycle"): for a reference that covers the daily cycle, rows in time order.
+    ramp : bool
+        Run the slow-drift arm (module docstring, "Slow drift";
+        :class:`engage.drift.ramp.RampArm`) beside the regime judgement.
     """
 
     kind = "online"
@@ -228,6 +248,7 @@ class BocpdDetector(DriftDetector):
         confirm: float | None = None,
         transform: str = "normal_score",
         cycle: bool = False,
+        ramp: bool = True,
     ) -> None:
         super().__init__()
         if transform not in ("normal_score", "robust"):
@@ -245,6 +266,7 @@ class BocpdDetector(DriftDetector):
         self.max_run, self.min_gap, self.combine = max_run, min_gap, combine
         self.reference_weight, self.confirm = reference_weight, confirm
         self.cycle = cycle
+        self.arm = RampArm() if ramp else None
 
     def _fit(self, reference: Reference) -> None:
         rows = np.asarray(reference.rows, dtype=np.float64)
@@ -257,6 +279,9 @@ class BocpdDetector(DriftDetector):
         self.seed = self._seed(z)
         self.known, self.sizes, fixed = self._known_regimes(z)
         self.spans = np.where(np.arange(len(self.sizes)) < fixed, 0, self.sizes)
+        self.armed = self.arm is not None and not self.cycle and len(z) >= RAMP_REFERENCE
+        if self.armed:
+            self.arm.fit(z)
         self.reset()
 
     def _standardise(self, x: np.ndarray) -> np.ndarray:
@@ -327,6 +352,9 @@ class BocpdDetector(DriftDetector):
         self.last_start = np.full(self.groups, -self.min_gap - 1)
         self.changes: list[tuple[int, int]] = []
         self.drifted = Regime()
+        self.ramped = Regime()  # the slow-drift arm's signal, held until a confident change
+        if getattr(self, "armed", False):
+            self.arm.reset(0)
         self._hazard = (-math.log(self.expected_run), math.log1p(-1.0 / self.expected_run))
 
     def _step(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -392,13 +420,22 @@ class BocpdDetector(DriftDetector):
             if fired.any():
                 self.last_start = np.where(fired, start, self.last_start)
                 self.changes.append((self.t - 1, int(start[fired].min())))
+            if self.armed and (prob > max(self.threshold, RAMP_CONFIDENT)).any():
+                self.arm.reset(self.t)  # a confident change: a new regime, judged afresh
+                self.ramped = Regime()
             if not self.drifted.changed and self._young():
                 # Drift: the most probable regime now is none the reference holds, however
                 # slowly it became the most probable (no dated change needed).
                 self.drifted = self._regime()
                 if self.drifted.changed:
                     alarms.append(i)
-        self.drifted = self._regime()  # a return to a known regime clears the drift
+            if not self.drifted.changed and self._ramp(row):
+                self.drifted = self.ramped
+                alarms.append(i)
+        # A return to a known regime clears the drift; the arm's holds until a new change.
+        self.drifted = self._regime()
+        if not self.drifted.changed:
+            self.drifted = self.ramped
         moved = set(self.drifted.features)
         feats = tuple(
             FeatureDrift(
@@ -418,6 +455,21 @@ class BocpdDetector(DriftDetector):
             extra={"alarms": alarms, "changes": list(self.changes), "rows_seen": self.t},
             regime=self.drifted,
         )
+
+    def _ramp(self, z: np.ndarray) -> bool:
+        """Feed one row's scores to the slow-drift arm (while it has not signalled); True
+        when it signals now: the drift is dated where the arm's statistic left zero and
+        listed among ``changes``."""
+        if not self.armed or self.ramped.changed:
+            return False
+        hit = self.arm.step(z, self.t - 1)
+        if hit is None:
+            return False
+        crossed, since = hit
+        names = tuple(f for f, c in zip(self.reference.features, crossed, strict=True) if c)
+        self.ramped = Regime(True, since, names)
+        self.changes.append((self.t - 1, since))
+        return True
 
     def _moments(self, s: np.ndarray, r: int) -> tuple[float, float]:
         """A run's mean and variance: those of its own rows for runs that began after the

@@ -122,7 +122,8 @@ def test_a_worker_larger_than_every_node_is_refused_though_the_totals_fit() -> N
     message = caught.value.message
     assert "1 workers x {'CPU': 2.0} do not fit the nodes" in message
     assert "at most 0 of them can be placed" in message
-    assert "node 1: CPU 1" in message and "node 2: CPU 1" in message
+    assert "node 1: CPU 1" in message
+    assert "node 2: CPU 1" in message
     assert "memory" not in message
     assert "a worker runs on one node" in caught.value.hint
     assert caught.value.exit_code == 4
