@@ -40,17 +40,21 @@ class TrainOutcome:
 
 
 def scaling_config(job: TrainJob) -> Any:
-    """The Ray Train ``ScalingConfig`` of ``job``: worker count, per-worker resources (custom
-    ones included; ``use_gpu`` adds one GPU unless a GPU amount is given) and placement
-    strategy (``train.placement`` upper-cased: ``PACK`` or ``SPREAD``).
+    """The Ray Train ``ScalingConfig`` of ``job``: worker count (a ``(min, max)`` range when
+    ``train.min_workers`` makes it elastic), per-worker resources (custom ones included;
+    ``use_gpu`` adds one GPU unless a GPU amount is given) and placement strategy
+    (``train.placement`` upper-cased: ``PACK`` or ``SPREAD``).
     """
     from ray.train import ScalingConfig
 
     resources = dict(job.train.resources_per_worker)
     if job.train.use_gpu:
         resources.setdefault("GPU", 1.0)
+    train = job.train
+    elastic = train.min_workers is not None and train.min_workers < train.num_workers
     return ScalingConfig(
-        num_workers=job.train.num_workers,
+        # Ray Train's elastic policy: a (min, max) range, sized to what the cluster holds
+        num_workers=(train.min_workers, train.num_workers) if elastic else train.num_workers,
         use_gpu=job.train.use_gpu,
         resources_per_worker=resources,
         placement_strategy=job.train.placement.upper(),
@@ -97,17 +101,19 @@ def check_fits(
     """
     asked = scaling_config(job).resources_per_worker
     _check_offered(asked, cluster)
-    need = {k: v * job.train.num_workers for k, v in asked.items()}
+    workers = job.train.min_workers or job.train.num_workers  # elastic: the least it runs on
+    need = {k: v * workers for k, v in asked.items()}
     short = {k: (v, cluster.get(k, 0.0)) for k, v in need.items() if cluster.get(k, 0.0) + 1e-9 < v}
     if short:
         detail = ", ".join(f"{k}: needs {n:g}, cluster has {h:g}" for k, (n, h) in short.items())
         raise ClusterError(
-            f"{job.train.num_workers} workers x {dict(job.train.resources_per_worker)} do not fit "
+            f"{workers} workers x {dict(job.train.resources_per_worker)} do not fit "
             f"the cluster ({detail})",
-            hint="lower train.num_workers or train.resources_per_worker, or add nodes",
+            hint="lower train.num_workers (train.min_workers when elastic) or "
+            "train.resources_per_worker, or add nodes",
         )
     if nodes:
-        _check_nodes(job.train.num_workers, asked, nodes)
+        _check_nodes(workers, asked, nodes)
 
 
 def _check_nodes(

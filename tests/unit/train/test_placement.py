@@ -143,3 +143,23 @@ def test_workers_are_counted_node_by_node() -> None:
         TWO_NODES,
         [HEAD, SECOND],
     )
+
+
+def test_min_workers_makes_the_worker_count_an_elastic_range() -> None:
+    assert scaling_config(_job(num_workers=4, min_workers=2)).num_workers == (2, 4)
+    assert scaling_config(_job(num_workers=4, min_workers=4)).num_workers == 4  # no range
+    assert scaling_config(_job(num_workers=4)).num_workers == 4
+
+
+def test_an_elastic_job_needs_only_its_minimum_to_fit() -> None:
+    # Three 1-CPU workers never fit 2 CPUs; an elastic job that can run on 2 does.
+    with pytest.raises(ClusterError, match="3 workers"):
+        check_fits(_job(num_workers=3), TWO_NODES, [HEAD, SECOND])
+    check_fits(_job(num_workers=3, min_workers=2), TWO_NODES, [HEAD, SECOND])
+    with pytest.raises(ClusterError, match="3 workers"):
+        check_fits(_job(num_workers=4, min_workers=3), TWO_NODES, [HEAD, SECOND])
+
+
+def test_min_workers_above_num_workers_is_refused() -> None:
+    with pytest.raises(ValueError, match="min_workers 3 is larger than num_workers 2"):
+        TrainSpec(num_workers=2, min_workers=3)

@@ -81,6 +81,15 @@ class TrainSpec(StrictModel):
     weight_decay: float = Field(0.0, ge=0.0, le=1.0)
     seed: int = Field(0, ge=0)
     num_workers: int = Field(2, ge=1, le=4096)
+    min_workers: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description="elastic width: after losing a worker's node the job restarts on as few "
+        "as this many workers (as many as the cluster then holds, up to num_workers) instead "
+        "of waiting for the node; batch_size stays the global batch (each worker takes more); "
+        "unset: always num_workers",
+    )
     use_gpu: bool = False
     resources_per_worker: dict[str, float] = Field(
         default_factory=lambda: {"CPU": 1.0},
@@ -135,6 +144,15 @@ class TrainSpec(StrictModel):
         if bad:
             raise ValueError(f"resource amounts must be > 0, got {bad}")
         return v
+
+    @model_validator(mode="after")
+    def _elastic_range(self) -> TrainSpec:
+        if self.min_workers is not None and self.min_workers > self.num_workers:
+            raise ValueError(
+                f"min_workers {self.min_workers} is larger than num_workers {self.num_workers}; "
+                "expected 1 <= min_workers <= num_workers"
+            )
+        return self
 
     @model_validator(mode="after")
     def _batch_covers_workers(self) -> TrainSpec:
