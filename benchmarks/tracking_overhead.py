@@ -13,16 +13,21 @@ Three measurements, each against a baseline measured in the same run:
    before issue 11). Many short rounds, each running every arm once in rotating order; per
    arm the step's wall time and the training process's CPU time, and bootstrap 95%
    confidence intervals of the overheads against A, paired by round.
+   A fourth arm, in its own section: the layout where a job's step runs, a Ray actor
+   reporting through ``HubTransport`` to the hub while the driver's pump spools
+   (:mod:`_tracking_worker`), against the same actor not reporting.
 3. Drain throughput of spooled points to the SQLite store and to a local ``mlflow server``
    versus plain ``log_batch`` of the same points, and an outage: the server SIGKILLed while
    a request is in flight and restarted, then every point counted in MLflow.
 
     python benchmarks/tracking_overhead.py [--calls 20000] [--sync-calls 1000]
         [--async-calls 2000] [--rounds 4] [--steps 200] [--reps 40] [--points 50000]
-        [--outage-s 5] [--parts-only]
+        [--outage-s 5] [--worker-steps 200] [--worker-reps 100] [--parts-only]
+        [--worker-only]
 
 ``--parts-only`` measures the per-part CPU table alone (a minute; the section is not
-rewritten), to repeat it when the machine is quiet.
+rewritten), to repeat it when the machine is quiet. ``--worker-only`` runs the Ray worker
+arm alone and rewrites only its section.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from _tracking_train import (
     reporting_cpu,
     training_overhead,
 )
+from _tracking_worker import worker_overhead, worker_section
 
 T0 = time.perf_counter()
 
@@ -71,8 +77,14 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=40, help="interleaved rounds of the arms")
     parser.add_argument("--points", type=int, default=50000, help="points spooled then drained")
     parser.add_argument("--outage-s", type=float, default=5.0, help="seconds the server is down")
+    parser.add_argument("--worker-steps", type=int, default=200, help="steps per worker round")
+    parser.add_argument("--worker-reps", type=int, default=100, help="worker rounds (A and W)")
     parser.add_argument("--parts-only", action="store_true", help="only the per-part CPU table")
+    parser.add_argument("--worker-only", action="store_true", help="only the Ray worker arm")
     args = parser.parse_args()
+    if args.worker_only:
+        _worker_only(args)
+        return
     if args.parts_only:
         with tempfile.TemporaryDirectory(prefix="engage-tracking-parts-") as tmp:
             load = os.getloadavg()[0]
@@ -89,6 +101,10 @@ def main() -> None:
         train = training_overhead(home, uri, args.steps, args.reps)
         train["parts"] = reporting_cpu(home, uri)
         print(f"training done at {time.perf_counter() - T0:.0f} s")
+        worker_load = os.getloadavg()[0]
+        worker = worker_overhead(home, uri, args.worker_steps, args.worker_reps)
+        worker_load = (worker_load, os.getloadavg()[0])
+        print(f"worker arm done at {time.perf_counter() - T0:.0f} s")
         # A local `mlflow server` may not come up in time on a loaded machine: say so in
         # the section rather than lose the figures measured before it.
         drain = _or_reason(lambda: drain_throughput(home, uri, args.points))
@@ -99,6 +115,36 @@ def main() -> None:
     body = report(args, lat, train, drain, down, (load_before, load_after))
     write_section("tracking", body)
     print(body)
+    worker_body = worker_section(worker, _head(args, worker_load))
+    write_section("tracking-worker", worker_body)
+    print(worker_body)
+
+
+def _worker_only(args: argparse.Namespace) -> None:
+    """Run the Ray worker arm alone and rewrite its section."""
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="engage-tracking-worker-") as tmp:
+        home = Path(tmp)
+        worker = worker_overhead(
+            home, f"sqlite:///{home / 'mlflow.db'}", args.worker_steps, args.worker_reps
+        )
+    body = worker_section(worker, _head(args, (load, os.getloadavg()[0])))
+    write_section("tracking-worker", body)
+    print(body)
+
+
+def _head(args: argparse.Namespace, load: tuple[float, float]) -> str:
+    """The section's first lines: machine, commit, command, load during the measurement."""
+    flags = (
+        f"--worker-only --worker-steps {args.worker_steps} --worker-reps {args.worker_reps}"
+        if args.worker_only
+        else command(args)[len("python benchmarks/tracking_overhead.py ") :]
+    )
+    return (
+        f"Machine: {machine()}. Commit {git_commit()}. Command: "
+        f"`python benchmarks/tracking_overhead.py {flags}`. Load average (1 min) while the "
+        f"arm ran: {load[0]:.1f} at its start, {load[1]:.1f} at its end (2 shared cores)."
+    )
 
 
 def _or_reason(measure):
@@ -111,7 +157,9 @@ def _or_reason(measure):
 
 def command(args: argparse.Namespace) -> str:
     flags = " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "parts_only"
+        f"--{k.replace('_', '-')} {v}"
+        for k, v in vars(args).items()
+        if k not in ("parts_only", "worker_only")
     )
     return f"python benchmarks/tracking_overhead.py {flags}"
 
@@ -253,15 +301,16 @@ steps; other load only adds CPU time, so the minimum is the closest to the cost 
 
 In an engage job the training loop runs in Ray Train worker processes: a worker pays its
 Reporter and the push to the job's event hub (from the background thread), about
-{worker:.0f} µs per step ({worker / (STEP_BUDGET_MS * 10):.2f}%; Ray's task submission, one per
-256 points, comes on top), and the **driver** pays the spool write. This benchmark (no Ray)
+{worker:.0f} µs per step ({worker / (STEP_BUDGET_MS * 10):.2f}%), before Ray's task submission
+(one per push, which costs more than all of this: measured in a real Ray actor in the next
+section), and the **driver** pays the spool write. This benchmark (no Ray)
 puts the spool writer in the training process, as for a driver's own Reporter (stages, the
 federated job): {driver:.0f} µs per step ({driver / (STEP_BUDGET_MS * 10):.2f}%),
 {"within" if driver <= budget_us else "over"} the {budget_us:.0f} µs budget; with the spool's
 former one row per point it was {before:.0f} µs ({before / (STEP_BUDGET_MS * 10):.2f}%): the batch
 rows write {parts["writer_rows_us"] / parts["writer_us"]:.1f}× less CPU. What the write still
 costs is one synced SQLite commit per 256 points (its fsync is kernel CPU) and, per point,
-MetricSink's replay check, the point tuple and its packing into the row; it runs on the
+MetricSink's replay check, the point's columns and their packing into the row; it runs on the
 Reporter's background thread, which releases the GIL inside SQLite, so on a machine with a
 core to spare it is CPU beside the step more than time in it."""
 

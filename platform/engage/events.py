@@ -10,8 +10,8 @@ training worker talks to MLflow or Prometheus directly.
 The durability contract (what "reported" means; measured by
 ``benchmarks/tracking_durability.py``, docs/BENCHMARKS.md):
 
-- A call returns at once. The Reporter sends its buffer when it holds ``max_batch`` (256)
-  events, from a background thread; when its oldest event is ``max_age_s`` (0.5 s) old,
+- A call returns at once. The Reporter sends its buffer when it holds ``max_batch`` events
+  (256 on the driver, ``HUB_MAX_BATCH`` = 1024 on a worker), from a background thread; when its oldest event is ``max_age_s`` (0.5 s) old,
   from a timer, whether or not another call comes; and at once on :meth:`Reporter.lifecycle`
   and :meth:`Reporter.flush` (the training loop flushes at every epoch boundary).
 - On the driver the transport is the sinks' fan-out: a metric is in the tracking spool,
@@ -43,6 +43,12 @@ EventKind = Literal["metric", "progress", "lifecycle"]
 #: The contract's figures (module docstring): a Reporter sends its buffer at ``MAX_BATCH``
 #: events or once its oldest is ``MAX_AGE_S`` old; a driver pumps its hub every ``HUB_POLL_S``.
 MAX_BATCH = 256
+#: A worker's batch: each push to the hub is a Ray task submission, about 1.8 ms of the
+#: worker's CPU whatever its size on 2 loaded cores (benchmarks/tracking_overhead.py,
+#: worker section), so a worker sends four times fewer, larger pushes. 1024 rows pickle to
+#: about 46 KB, under Ray's 100 KB limit for objects passed inline. Time bounds the loss
+#: window, not size: ``MAX_AGE_S`` holds on a worker as on the driver.
+HUB_MAX_BATCH = 1024
 MAX_AGE_S = 0.5
 HUB_POLL_S = 0.25
 #: How long a poll waits for the hub's answer to its drain (a Ray round trip, ~1 ms idle);
@@ -91,7 +97,9 @@ class Reporter:
     """The reporting API handed to workers and stages.
 
     Calls buffer locally and return at once. The buffer goes out when it holds
-    ``max_batch`` events (handed to a background thread, so the caller never waits for
+    ``max_batch`` events (by default the transport's ``max_batch`` attribute where it has
+    one, :data:`HUB_MAX_BATCH` for the hub, else :data:`MAX_BATCH`; handed to a
+    background thread, so the caller never waits for
     the send), when its oldest event is ``max_age_s`` old (sent by a timer, whether or
     not another call comes), at every :meth:`lifecycle` event, and on :meth:`flush`
     (on the calling thread, after every batch before it). A send that fails in the
@@ -108,10 +116,12 @@ class Reporter:
         transport: Transport,
         labels: Mapping[str, str] | None = None,
         *,
-        max_batch: int = MAX_BATCH,
+        max_batch: int | None = None,
         max_age_s: float = MAX_AGE_S,
     ) -> None:
         self._transport = transport
+        if max_batch is None:  # the transport's own preference (the hub's), else MAX_BATCH
+            max_batch = getattr(transport, "max_batch", MAX_BATCH)
         self._labels = dict(labels or {})
         self._buffer: list[Event] = []
         self._ready: list[list[Event]] = []  # full batches waiting for the background thread
@@ -378,7 +388,12 @@ class EventHub:
 
 
 class HubTransport:
-    """Fire-and-forget pushes to an EventHub actor (Ray keeps one caller's calls in order)."""
+    """Fire-and-forget pushes to an EventHub actor (Ray keeps one caller's calls in order).
+
+    A Reporter on it batches :data:`HUB_MAX_BATCH` events (its ``max_batch`` attribute).
+    """
+
+    max_batch = HUB_MAX_BATCH
 
     def __init__(self, hub: Any) -> None:
         self._hub = hub

@@ -1,12 +1,18 @@
 """Pipeline runs through a real two-node Ray cluster on 127.0.0.1 (`engage run --address`):
-one spans both nodes, one asks for a custom resource only the second node offers."""
+one asks for a custom resource only the second node offers; one spans both nodes, loses the
+second node mid-run and finishes on the head alone (elastic width, issue 15)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import mlflow
+import psutil
 import pytest
 
 pytestmark = pytest.mark.integration
@@ -23,60 +29,34 @@ _ALIVE_NODES = (  # {node id: how much node_b it offers}
 )
 
 
-def test_pipeline_spans_both_loopback_nodes_and_a_custom_resource_pins_it_to_one(
-    loopback_cluster, run_engage, tmp_path: Path
+ENGAGE = Path(sys.executable).with_name("engage")
+STALL_S = 20  # the workers' pause after epoch 1, in which the test takes the second node down
+
+
+def _kill_node(proc: subprocess.Popen) -> None:
+    """SIGKILL a node: its `ray start --block` process and everything under it (raylet,
+    agents, workers), as a machine that loses power would."""
+    root = psutil.Process(proc.pid)
+    for p in [*root.children(recursive=True), root]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    proc.wait(timeout=30)
+
+
+def test_a_custom_resource_pins_a_run_to_one_node_and_a_run_on_both_survives_losing_one(
+    loopback_cluster, run_engage, engage_env, tmp_path: Path
 ) -> None:
-    # Arrange: the cluster fixture has 2 alive nodes with 1 CPU each; the spec's 2 workers
-    # need 1 CPU each, so the job only fits if it spans both.
+    # Arrange: the cluster fixture has 2 alive nodes with 1 CPU each; only the second
+    # offers node_b.
     cluster = loopback_cluster
-
-    # Act
-    done = run_engage(
-        "run",
-        "pipelines/quickstart.yaml",
-        "--address",
-        cluster.address,
-        "--set",
-        "train.epochs=2",
-        "--set",
-        "deploy.after_training=false",
-        "--set",
-        "export.formats=[]",  # the export stage runs in the driver, not on the cluster
-        "--set",
-        "train.comm.compression=fp16",  # gradients cross the two nodes fp16-compressed
-        env=cluster.env,
-    )
-
-    # Assert: the CLI joined the cluster and reports the run and the registered version.
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert f"joining {cluster.address}" in done.stdout
-    run_id = re.search(r"run id: ([0-9a-f]{32})", done.stdout).group(1)
-    version = re.search(r"registered model smart-home-occupancy version (\d+)", done.stdout).group(
-        1
-    )
-
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / '.engage'}/mlflow.db")
-    run = client.get_run(run_id)
-    assert run.info.status == "FINISHED"
-    history = client.get_metric_history(run_id, "val_accuracy")
-    assert sorted(m.step for m in history) == [1, 2]
-    assert "test_accuracy" in run.data.metrics
-    # The compression hook ran on the DDP model, timed through the one report path.
-    assert run.data.params["train.comm.compression"] == "fp16"
-    assert run.data.metrics["allreduce_seconds"] > 0
-    assert run.data.metrics["allreduce_buckets"] >= 1
-    candidate = client.get_model_version_by_alias("smart-home-occupancy", "candidate")
-    assert (str(candidate.version), candidate.run_id) == (version, run_id)
-
-    # Assert: the two training workers ran in this cluster, one on each node.
-    workers, nodes = cluster.state(f"[{_TRAIN_WORKERS}, {_ALIVE_NODES}]")
-    assert len(workers) == 2, workers
+    nodes = cluster.state(_ALIVE_NODES)
+    second = [node for node, offered in nodes.items() if offered]
     assert len(nodes) == 2
-    assert set(workers.values()) == set(nodes)
+    assert len(second) == 1, nodes
 
-    # Act (placement, on the same cluster): a second, one-epoch run whose two workers ask
-    # for the custom resource node_b, which only the second node offers (node_b: 2). Half a
-    # CPU each lets both fit there; `spread` would put them on two nodes if it could.
+    # Act (placement): a one-epoch run whose two workers ask for the custom resource node_b,
+    # which only the second node offers (node_b: 2). Half a CPU each lets both fit there;
+    # `spread` would put them on two nodes if it could.
     placed = run_engage(
         "run",
         "pipelines/quickstart.yaml",
@@ -97,16 +77,74 @@ def test_pipeline_spans_both_loopback_nodes_and_a_custom_resource_pins_it_to_one
         env=cluster.env,
     )
 
-    # Assert: the run recorded the request, and every training worker it started (the
-    # actors the first run did not have) ran on the second node.
+    # Assert: the run recorded the request, and both training workers ran on the second node.
     assert placed.returncode == 0, placed.stdout[-3000:] + placed.stderr[-3000:]
     placed_id = re.search(r"run id: ([0-9a-f]{32})", placed.stdout).group(1)
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / '.engage'}/mlflow.db")
     params = client.get_run(placed_id).data.params
     assert params["train.resources_per_worker.node_b"] == "1.0"
     assert params["train.placement"] == "spread"
-    second = [node for node, offered in nodes.items() if offered]
-    now = cluster.state(_TRAIN_WORKERS)
-    new = {actor: node for actor, node in now.items() if actor not in workers}
-    assert len(second) == 1, nodes
-    assert len(new) == 2, now
-    assert set(new.values()) == set(second), (new, second)
+    pinned = cluster.state(_TRAIN_WORKERS)
+    assert len(pinned) == 2, pinned
+    assert set(pinned.values()) == set(second), (pinned, second)
+
+    # Act (node loss): a run whose 2 workers need 1 CPU each, so it only fits across both
+    # nodes, elastic down to 1 worker. After epoch 1 (checkpointed) the workers pause; the
+    # second node is killed then, and the job must go on without it.
+    job = subprocess.Popen(
+        [
+            str(ENGAGE), "run", "pipelines/quickstart.yaml", "--address", cluster.address,
+            "--set", "train.epochs=2",
+            "--set", "train.min_workers=1",
+            "--set", "deploy.after_training=false",
+            "--set", "export.formats=[]",  # the export stage runs in the driver, not on the cluster
+            "--set", "train.comm.compression=fp16",  # gradients cross the two nodes fp16-compressed
+            "--set", "train.faults.stall_after_epoch=1",
+            "--set", f"train.faults.stall_seconds={STALL_S}",
+        ],
+        cwd=tmp_path, env={**engage_env, **cluster.env},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    out: list[str] = []
+    assert job.stdout is not None
+    for line in job.stdout:
+        out.append(line)
+        if line.lstrip().startswith("epoch 1/"):
+            break
+    spanned = {a: n for a, n in cluster.state(_TRAIN_WORKERS).items() if a not in pinned}
+    killed_at = time.monotonic()
+    _kill_node(cluster.procs[1])
+    rest, _ = job.communicate(timeout=600)
+    done = "".join(out) + rest
+
+    # Assert: the CLI joined the cluster, the run finished on the head after the loss and
+    # recorded each epoch once, with the restart counted.
+    assert job.returncode == 0, done[-6000:]
+    assert time.monotonic() - killed_at < 300, "the job waited for the lost node"
+    assert f"joining {cluster.address}" in done
+    run_id = re.search(r"run id: ([0-9a-f]{32})", done).group(1)
+    version = re.search(r"registered model smart-home-occupancy version (\d+)", done).group(1)
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    history = client.get_metric_history(run_id, "val_accuracy")
+    assert sorted(m.step for m in history) == [1, 2]
+    assert "test_accuracy" in run.data.metrics
+    assert run.data.tags.get("engage.restarts") == "1", run.data.tags
+    assert run.data.params["train.min_workers"] == "1"
+    # The compression hook ran on the DDP model, timed through the one report path.
+    assert run.data.params["train.comm.compression"] == "fp16"
+    assert run.data.metrics["allreduce_seconds"] > 0
+    assert run.data.metrics["allreduce_buckets"] >= 1
+    candidate = client.get_model_version_by_alias("smart-home-occupancy", "candidate")
+    assert (str(candidate.version), candidate.run_id) == (version, run_id)
+
+    # Assert: before the loss its two workers ran one on each node; after it, the workers
+    # it restarted with ran on the head alone.
+    assert len(spanned) == 2, spanned
+    assert set(spanned.values()) == set(nodes), (spanned, nodes)
+    head = set(nodes) - set(second)
+    after = {
+        a: n for a, n in cluster.state(_TRAIN_WORKERS).items() if a not in {**pinned, **spanned}
+    }
+    assert after, "no worker was restarted"
+    assert set(after.values()) == head, (after, head)

@@ -213,6 +213,33 @@ def test_hub_transport_pushes_batches_to_the_hub_without_waiting() -> None:
     assert [e.name for e in got] == ["a", "b"]
 
 
+def test_a_worker_reporter_pushes_hub_sized_batches_and_a_driver_one_smaller() -> None:
+    # Issue 11: each push is a Ray task submission (~1.8 ms of the worker's CPU whatever
+    # its size), so a Reporter on the hub batches HUB_MAX_BATCH events; the age limit
+    # still bounds how long a point waits.
+    hub = EventHub()
+    pushed: list[int] = []
+
+    class _Counting(HubTransport):
+        def send(self, events: list[Event], wait: bool = False) -> None:
+            pushed.append(len(events))
+            super().send(events, wait)
+
+    reporter = Reporter(_Counting(_FakeHubHandle(hub)), max_age_s=60)
+    reporter.metrics({f"m{k}": float(k) for k in range(reporting.HUB_MAX_BATCH - 1)}, step=0)
+    time.sleep(0.05)
+    assert pushed == []
+    reporter.metric("last", 1.0)
+    deadline = time.monotonic() + 2.0
+    while not pushed and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    assert pushed == [reporting.HUB_MAX_BATCH]
+    assert reporter.with_labels(rank="1")._max_batch == reporting.HUB_MAX_BATCH
+    assert Reporter(FanOut([]))._max_batch == reporting.MAX_BATCH
+    assert Reporter(FanOut([]), max_batch=7)._max_batch == 7
+
+
 @pytest.mark.parametrize(
     ("value", "finite"),
     [

@@ -54,18 +54,50 @@ def encode(points: Sequence[Point]) -> tuple[bytes, int]:
     """
     kinds, keys, values, steps, stamps = zip(*points, strict=True)
     if kinds.count("metric") == len(kinds):  # the usual batch: counted in C, not a loop
-        numbers, texts, kind_field = values, [], "m"
-    else:
-        if unknown := set(kinds) - set(_CODES):
-            raise ValueError(f"a point's kind must be metric, param or tag, not {unknown}")
-        kind_field = "".join(_CODES[k] for k in kinds)
-        numbers = [float(v) if k == "metric" else 0.0 for k, v in zip(kinds, values, strict=True)]
-        texts = [str(v) for k, v in zip(kinds, values, strict=True) if k != "metric"]
-    index: dict[str, int] = {}
-    key_ids = [index.setdefault(key, len(index)) for key in keys]
+        return encode_metrics(keys, values, steps, stamps)
+    if unknown := set(kinds) - set(_CODES):
+        raise ValueError(f"a point's kind must be metric, param or tag, not {unknown}")
+    kind_field = "".join(_CODES[k] for k in kinds)
+    numbers = [float(v) if k == "metric" else 0.0 for k, v in zip(kinds, values, strict=True)]
+    texts = [str(v) for k, v in zip(kinds, values, strict=True) if k != "metric"]
+    return _pack(kind_field, keys, numbers, texts, steps, stamps)
+
+
+def encode_metrics(
+    keys: Sequence[str],
+    values: Sequence[float],
+    steps: Sequence[int | None],
+    stamps: Sequence[int],
+) -> tuple[bytes, int]:
+    """:func:`encode` of metric points given as four columns (the same blob), without a
+    tuple per point: the driver's spool writer hands a report batch's columns straight
+    here, and every step of the way is a C loop (issue 11: the per-point tuples cost the
+    writer 0.3 µs a point).
+
+    Raises
+    ------
+    ValueError
+        A value that is not a number, or columns of different lengths.
+    """
+    if not len(keys) == len(values) == len(steps) == len(stamps):
+        raise ValueError("a batch row's columns must have one entry per point")
+    return _pack("m", keys, values, [], steps, stamps)
+
+
+def _pack(
+    kind_field: str,
+    keys: Sequence[str],
+    numbers: Sequence[Any],
+    texts: list[str],
+    steps: Sequence[int | None],
+    stamps: Sequence[int],
+) -> tuple[bytes, int]:
+    """The blob of points given as columns (the module doc's layout), and the oldest stamp."""
+    # The distinct keys in first-seen order, and each point's index among them, in C.
+    index = {key: i for i, key in enumerate(dict.fromkeys(keys))}
     header = json.dumps({"k": list(index), "c": kind_field, "t": texts}).encode()
     columns = [
-        array("I", key_ids),
+        array("I", map(index.__getitem__, keys)),
         _column("d", numbers, float),
         _column("q", [NO_STEP if s is None else s for s in steps] if None in steps else steps, int),
         _column("q", stamps, int),

@@ -8,6 +8,7 @@ sent by the next engage command or ``engage sync``.
 from __future__ import annotations
 
 import json
+import operator
 import shutil
 import time
 import warnings
@@ -25,6 +26,7 @@ from engage.tracking.registry import Registration
 from engage.tracking.spool import Spool
 
 _MAX_PARAM_VALUE = 6000
+_EVENT_FIELDS = operator.attrgetter("kind", "name", "value", "step", "timestamp_ms")
 
 
 @dataclass(frozen=True)
@@ -113,13 +115,22 @@ class PipelineRun:
         )
 
     def log_metric_events(self, events: Sequence[Event]) -> None:
-        """Spool the metric events among ``events`` with their own timestamp and step."""
-        points = [
-            ("metric", e.name, e.value, e.step or 0, e.timestamp_ms)
-            for e in events
-            if e.kind == "metric" and e.value is not None
-        ]
-        self.spool.append_points(self.local_id, points)
+        """Spool the metric events among ``events`` with their own timestamp and step (0
+        for none)."""
+        if not events:
+            return
+        # The spool takes columns: transposed in C, no tuple per point built in Python
+        # (3 µs of a 10-point step on the driver's writer, issue 11). The usual batch holds
+        # only metrics with values; anything else is filtered out first.
+        kinds, keys, values, steps, stamps = zip(*map(_EVENT_FIELDS, events), strict=True)
+        if kinds.count("metric") != len(kinds) or None in values:
+            kept = [e for e in events if e.kind == "metric" and e.value is not None]
+            if not kept:
+                return
+            _, keys, values, steps, stamps = zip(*map(_EVENT_FIELDS, kept), strict=True)
+        if None in steps:
+            steps = [0 if s is None else s for s in steps]  # MLflow wants an int: 0 for none
+        self.spool.append_metrics(self.local_id, keys, values, steps, stamps)
 
     def log_text(self, text: str, artifact_file: str) -> None:
         """Spool a text artifact of the run."""

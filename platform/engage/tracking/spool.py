@@ -227,6 +227,36 @@ class Spool:
             self._write_rows(rows)
         return len(points)
 
+    def append_metrics(
+        self,
+        run: str,
+        keys: Sequence[str],
+        values: Sequence[float],
+        steps: Sequence[int | None],
+        stamps: Sequence[int],
+    ) -> int:
+        """:meth:`append_points` of metric points given as four columns, one entry per
+        point (no tuple per point: the driver's writer of report batches, issue 11).
+
+        Returns how many points were appended.
+        """
+        size = batch_rows.ROW_LIMIT["metric"]
+        rows = [
+            (run, len(keys[i : i + size]), *batch_rows.encode_metrics(*cut))
+            for i in range(0, len(keys), size)
+            for cut in [
+                (
+                    keys[i : i + size],
+                    values[i : i + size],
+                    steps[i : i + size],
+                    stamps[i : i + size],
+                )
+            ]
+        ]
+        if rows:
+            self._write_rows(rows)
+        return len(keys)
+
     def append_op(self, run: str, kind: str, payload: dict[str, Any]) -> int:
         """Append one operation (text, artifacts, dataset, model, register) in a synced transaction; returns its seq."""
         with self._tx() as db:
