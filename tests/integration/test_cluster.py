@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import mlflow
@@ -111,8 +112,7 @@ def test_a_custom_resource_pins_a_run_to_one_node_and_a_run_on_both_survives_los
         out.append(line)
         if line.lstrip().startswith("epoch 1/"):
             break
-    spanned = {a: n for a, n in cluster.state(_TRAIN_WORKERS).items() if a not in pinned}
-    killed_at = time.monotonic()
+    killed_at = time.monotonic()  # at once: the pause must not run out first, even under load
     _kill_node(cluster.procs[1])
     rest, _ = job.communicate(timeout=600)
     done = "".join(out) + rest
@@ -138,13 +138,11 @@ def test_a_custom_resource_pins_a_run_to_one_node_and_a_run_on_both_survives_los
     candidate = client.get_model_version_by_alias("smart-home-occupancy", "candidate")
     assert (str(candidate.version), candidate.run_id) == (version, run_id)
 
-    # Assert: before the loss its two workers ran one on each node; after it, the workers
-    # it restarted with ran on the head alone.
-    assert len(spanned) == 2, spanned
-    assert set(spanned.values()) == set(nodes), (spanned, nodes)
-    head = set(nodes) - set(second)
-    after = {
-        a: n for a, n in cluster.state(_TRAIN_WORKERS).items() if a not in {**pinned, **spanned}
-    }
-    assert after, "no worker was restarted"
-    assert set(after.values()) == head, (after, head)
+    # Assert: before the loss its two workers ran one on each node; after it, the one it
+    # restarted with ran on the head (the State API lists dead actors too).
+    workers = {a: n for a, n in cluster.state(_TRAIN_WORKERS).items() if a not in pinned}
+    head = next(iter(set(nodes) - set(second)))
+    placed_on = Counter(workers.values())
+    assert set(placed_on) == {head, second[0]}, (workers, nodes)
+    assert placed_on[second[0]] == 1, (workers, nodes)  # the first attempt's, lost with it
+    assert placed_on[head] >= 2, (workers, nodes)  # the first attempt's and the restart's
