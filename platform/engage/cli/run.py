@@ -41,10 +41,11 @@ def validate(
             )
             return
         from engage.runtime import prepare_data
-        from engage.runtime.kinds import kind_of
+        from engage.runtime.kinds import job_class, kind_of
 
-        # As `engage run` will: only the pipeline kind trains from a streamed split.
-        prepared = prepare_data(loaded, streamed=kind_of(loaded.spec) == "pipeline")
+        # As `engage run` will: only a kind that trains from a stream gets one.
+        streamed = job_class(kind_of(loaded.spec)).trains_from_stream
+        prepared = prepare_data(loaded, streamed=streamed)
         val, test = len(prepared.val.y), len(prepared.test.y)
         scored = "windows"
         if prepared.stream is not None:

@@ -114,6 +114,9 @@ class Job(ABC, Generic[D, T]):
     #: Whether the kind's stages use Ray; a kind that trains in this process sets False,
     #: and the template then enters no Ray session (no stage ``ray``, no cluster start).
     needs_cluster: ClassVar[bool] = True
+    #: Whether the kind trains from a streamed training split (``data.streaming``); the
+    #: others need every training window in memory and refuse a stream before any work.
+    trains_from_stream: ClassVar[bool] = False
 
     def __init__(
         self, loaded: LoadedSpec, options: RunOptions, observer: Observer | None = None

@@ -34,6 +34,7 @@ class PipelineJob(Job[PreparedData, "TrainOutcome"]):
     """The centralised pipeline: one model trained with Ray Train on all the data."""
 
     name = "pipeline"
+    trains_from_stream = True
 
     def __init__(
         self, loaded: LoadedSpec, options: RunOptions, observer: Observer | None = None
@@ -43,7 +44,7 @@ class PipelineJob(Job[PreparedData, "TrainOutcome"]):
 
     def prepare(self) -> PreparedData:
         """Load, check, window and split the data (:func:`stages.prepare_data`)."""
-        return stages.prepare_data(self.loaded, streamed=True)
+        return stages.prepare_data(self.loaded, streamed=self.trains_from_stream)
 
     def preflight(self) -> None:
         """A deploy after training needs its port free: say so before training, not after.

@@ -16,6 +16,8 @@ from typer.testing import CliRunner
 
 from engage.cli.main import app
 from engage.errors import SpecError
+from engage.runtime.kinds import job_class
+from engage.runtime.options import RunOptions
 from engage.runtime.stages import prepare_data
 from engage.spec import load_spec
 from tests.unit.data._builders import clean_table
@@ -78,3 +80,16 @@ def test_validate_reports_the_streamed_split_and_refuses_it_for_a_tuning_spec(
     assert "train streams from its shards" in " ".join(pipeline.output.split())
     assert tuning.exit_code == 2, tuning.output
     assert "data.streaming" in tuning.output
+
+
+def test_a_tuning_job_run_refuses_the_stream_though_it_extends_the_pipeline_job(
+    tmp_path: Path,
+) -> None:
+    # The tuning kind is a PipelineJob subclass: its data stage must not inherit the
+    # pipeline's permission to stream (its trials take the arrays in memory).
+    tuning = job_class("tuning")(load_spec(_spec(tmp_path, **TUNE)), RunOptions(home=tmp_path))
+
+    assert job_class("pipeline").trains_from_stream
+    assert not tuning.trains_from_stream
+    with pytest.raises(SpecError, match=r"data\.streaming"):
+        tuning.prepare()

@@ -46,6 +46,7 @@ class TuningJob(PipelineJob):
     """Hyperparameter search on Ray Tune, then the pipeline's stages on the best spec."""
 
     name = "tuning"
+    trains_from_stream = False  # its trials take the training arrays in memory
 
     def __init__(
         self, loaded: LoadedSpec, options: RunOptions, observer: Observer | None = None
@@ -107,7 +108,7 @@ class TuningJob(PipelineJob):
         best = self.outcome.best
         self.loaded = trial_spec(self.loaded, best.config)
         if touches_data(best.config):
-            ctx.data = stages.prepare_data(self.loaded)
+            ctx.data = stages.prepare_data(self.loaded, streamed=self.trains_from_stream)
         with ctx.stage("retrain", f"retraining trial {best.number}'s configuration"):
             return super().train(ctx)
 
