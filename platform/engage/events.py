@@ -408,10 +408,17 @@ class HubTransport:
 
 
 def start_hub() -> Any:
-    """Start the job's EventHub actor (zero CPUs, so it never competes with workers)."""
-    import ray
+    """Start the job's EventHub actor on the driver's node, with zero CPUs.
 
-    return ray.remote(num_cpus=0)(EventHub).remote()
+    Zero CPUs, so it never competes with workers. Pinned to the driver's node because Ray
+    would put a zero-CPU actor on any node (about a third of them on the second of two):
+    a job that loses that node must lose only its workers there, never its events.
+    """
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    return ray.remote(num_cpus=0)(EventHub).options(scheduling_strategy=here).remote()
 
 
 class EventPump:

@@ -5,6 +5,7 @@ second node mid-run and finishes on the head alone (elastic width, issue 15)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import subprocess
 import sys
@@ -30,6 +31,20 @@ _ALIVE_NODES = (  # {node id: how much node_b it offers}
 )
 
 
+_HUB_NODES = """
+import json, ray
+from ray.util import state
+from engage.events import start_hub
+ray.init(address="ADDRESS", logging_level="ERROR")
+hubs = [start_hub() for _ in range(12)]
+ray.get([hub.drain.remote() for hub in hubs])  # every hub placed and answering
+alive = state.list_actors(filters=[("class_name", "=", "EventHub"), ("state", "=", "ALIVE")],
+                          limit=1000, raise_on_missing_output=False)  # no other driver runs
+assert len(alive) == len(hubs), alive
+placed = {a.node_id for a in alive}
+print(json.dumps({"driver": ray.get_runtime_context().get_node_id(), "hubs": sorted(placed)}))
+"""
+
 ENGAGE = Path(sys.executable).with_name("engage")
 STALL_S = 20  # the workers' pause after epoch 1, in which the test takes the second node down
 
@@ -54,6 +69,14 @@ def test_a_custom_resource_pins_a_run_to_one_node_and_a_run_on_both_survives_los
     second = [node for node, offered in nodes.items() if offered]
     assert len(nodes) == 2
     assert len(second) == 1, nodes
+    (head,) = set(nodes) - set(second)
+
+    # Assert (the job's event hub): a driver's hubs live on the driver's node, never on the
+    # node the test will kill (a zero-CPU actor left to Ray lands there about a third of
+    # the time, and the job lost its hub with the node: stop 21's CI).
+    hubs = cluster.python(_HUB_NODES.replace("ADDRESS", cluster.address))
+    assert hubs.returncode == 0, hubs.stderr[-3000:]
+    assert json.loads(hubs.stdout.strip().splitlines()[-1]) == {"driver": head, "hubs": [head]}
 
     # Act (placement): a one-epoch run whose two workers ask for the custom resource node_b,
     # which only the second node offers (node_b: 2). Half a CPU each lets both fit there;
