@@ -18,7 +18,6 @@ reported, not alarmed. The p-values are Bonferroni-corrected over the features.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import kstwo
 
 from engage.drift.base import DriftDetector, DriftResult, FeatureDrift, register_detector
 from engage.drift.reference import Reference
@@ -55,6 +54,8 @@ def ks_distance(a: np.ndarray, b: np.ndarray) -> float:
 
 def ks_ess_pvalue(d: float, n_a: float, n_b: float) -> float:
     """P-value of KS distance ``d`` at effective sizes ``n_a`` and ``n_b`` (asymptotic)."""
+    from scipy.stats import kstwo  # here: scipy.stats costs every engage command ~1 CPU-s
+
     n = max(1.0, n_a * n_b / (n_a + n_b))
     return float(kstwo.sf(d, max(1, round(n))))
 
