@@ -13,7 +13,7 @@ from typing import ClassVar
 import pandas as pd
 
 from engage.data.shards import combine, expand
-from engage.data.simulator import ensure_shards, simulate
+from engage.data.simulator import ensure_shards, fill_dropouts, simulate
 from engage.data.synthetic import generate_smart_living
 from engage.errors import DataError
 from engage.registry import Registry
@@ -179,11 +179,7 @@ class SimulationSource(DataSource):
                              start=s.start)  # fmt: skip
         else:
             frame = pd.read_parquet(ensure_shards(s, Path(base_dir)))
-        if s.fill_dropouts and frame.isna().to_numpy().any():
-            floats = frame.select_dtypes("float").columns
-            grouped = frame.groupby("household", sort=False)[list(floats)]
-            frame[floats] = grouped.ffill().fillna(grouped.bfill())
-        return frame
+        return fill_dropouts(frame) if s.fill_dropouts else frame
 
 
 @register_source

@@ -8,11 +8,16 @@ the *units*: the smallest sets of shards that hold whole groups (households). A 
 what one reader holds in memory at a time; windows never cross a group, so a unit can be
 windowed on its own. Units come in the order of their first group, which is the in-memory
 path's canonical order when shards hold consecutive groups (as the simulator writes them).
+
+A ``simulation`` source with ``shards`` streams too: its shards are written first (in this
+process, unless the folder already holds that simulation) and then planned as the
+``parquet`` source of that folder, grouped by household; each unit's dropouts are filled
+as the in-memory source fills them (:func:`engage.data.simulator.fill_dropouts`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,13 +25,14 @@ import pandas as pd
 
 from engage.data.checks import _timestamps, _Where
 from engage.data.shards import expand
-from engage.data.sources import key_columns, resolve_path
+from engage.data.simulator import ensure_shards
+from engage.data.sources import SIMULATION_NAME, key_columns, resolve_path
 from engage.data.windowing import cut_times
 from engage.errors import DataError
-from engage.spec.models import DataSpec
+from engage.spec.models import DataSpec, ParquetSource
 
 STREAMED = ("csv", "parquet")
-"""Source types that can stream (the others generate or read one table in memory)."""
+"""File source types that can stream; a ``simulation`` with ``shards`` streams its shards."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,13 @@ class StreamPlan:
         How messages name the data (the resolved ``data.source.path``).
     cuts : tuple of numpy.datetime64
         The split cut times ``t1 < t2`` over the overall time range of all shards.
+    fill_dropouts : bool
+        Fill each unit's missing float readings per group before checking it (a streamed
+        simulation with ``fill_dropouts``, as its in-memory source does).
+    name : str
+        The data set's name in its fingerprint.
+    params : dict
+        The generator's parameters in its fingerprint (a streamed simulation's source).
     """
 
     spec: DataSpec
@@ -58,6 +71,9 @@ class StreamPlan:
     bytes: int
     origin: str
     cuts: tuple[np.datetime64, np.datetime64]
+    fill_dropouts: bool = False
+    name: str = "shards"
+    params: dict = field(default_factory=dict)
 
 
 def shard_files(spec: DataSpec, base_dir: Path) -> list[Path]:
@@ -164,14 +180,39 @@ def _units(groups: list[np.ndarray]) -> list[tuple[int, ...]]:
     return [tuple(members[r]) for r in sorted(members, key=lambda r: lowest[r])]
 
 
+def streams_shards(spec: DataSpec) -> bool:
+    """Whether ``spec``'s source can stream: a csv or parquet file source, or a simulation
+    with ``shards``."""
+    source = spec.source
+    return source.type in STREAMED or (source.type == "simulation" and source.shards is not None)
+
+
+def simulation_files(spec: DataSpec, base_dir: Path) -> DataSpec:
+    """A sharded simulation's data section as the ``parquet`` source of its shard folder.
+
+    The shards are written first (in this process) unless the folder already holds this
+    simulation; the result names the folder by its absolute path, grouped by household.
+    """
+    folder = ensure_shards(spec.source, Path(base_dir))
+    source = ParquetSource(type="parquet", path=str(folder), group="household")
+    return spec.model_copy(update={"source": source})
+
+
 def plan_stream(spec: DataSpec, base_dir: Path) -> StreamPlan:
     """Check the shards of a streamed source and cut them into units (key columns only).
+
+    A ``simulation`` source is planned as its shard folder (:func:`simulation_files`).
 
     Raises
     ------
     DataError
         A glob matching nothing, an unreadable shard, or a shard of another schema.
     """
+    if spec.source.type == "simulation":
+        plan = plan_stream(simulation_files(spec, base_dir), base_dir)
+        params = spec.source.model_dump(exclude={"type"})
+        return replace(plan, fill_dropouts=spec.source.fill_dropouts, name=SIMULATION_NAME,
+                       params=params)  # fmt: skip
     kind = spec.source.type
     paths = shard_files(spec, base_dir)
     time, group = key_columns(spec)
@@ -196,24 +237,28 @@ def plan_stream(spec: DataSpec, base_dir: Path) -> StreamPlan:
         bytes=sum(p.stat().st_size for p in paths),
         origin=str(resolve_path(spec, base_dir)),
         cuts=cut_times(np.array([min(lo), max(hi)], dtype="datetime64[ns]"), spec.split),
+        name=Path(spec.source.path).stem or "shards",
     )
 
 
 def should_stream(spec: DataSpec, base_dir: Path) -> bool:
     """Whether ``spec`` takes the streaming path (``data.streaming``; ``auto`` by size).
 
-    ``auto`` streams a ``csv`` or ``parquet`` source whose shards together are larger than
-    ``data.streaming_threshold_mb`` on disk and declares no ``data.preprocess``; generated
-    sources never stream.
+    ``auto`` streams a ``csv`` or ``parquet`` source, or a simulation with ``shards``,
+    whose shards together are larger than ``data.streaming_threshold_mb`` on disk and
+    declares no ``data.preprocess`` (a simulation's shards are written first to measure
+    them: either path reads them); other generated sources never stream.
 
     Raises
     ------
     DataError
         If ``auto`` must measure a file source that names no file.
     """
-    if spec.streaming is False or spec.source.type not in STREAMED or spec.preprocess:
+    if spec.streaming is False or not streams_shards(spec) or spec.preprocess:
         return False  # the spec refuses `streaming: true` with either
     if spec.streaming is True:
         return True
+    if spec.source.type == "simulation":
+        spec = simulation_files(spec, base_dir)
     size = sum(p.stat().st_size for p in shard_files(spec, base_dir))
     return size > spec.streaming_threshold_mb * 2**20

@@ -20,6 +20,7 @@ import pandas as pd
 
 from engage.data.checks import validate_frame
 from engage.data.fingerprint import table_digest
+from engage.data.simulator import fill_dropouts
 from engage.data.sources import key_columns
 from engage.data.stream_plan import StreamPlan, read_columns
 from engage.data.windowing import SPLITS, Normalization, _group_bounds, sample_starts
@@ -80,6 +81,8 @@ def read_unit(plan: StreamPlan, unit: int) -> pd.DataFrame:
     paths = [Path(plan.files[i]) for i in plan.units[unit]]
     frames = [read_columns(p, spec.source.type, columns) for p in paths]
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    if plan.fill_dropouts:  # a unit holds whole households: the in-memory source's fill
+        frame = fill_dropouts(frame, group)
     names = ", ".join(p.name for p in paths)
     return validate_frame(frame, spec, f"{plan.origin} (shards {names})")
 

@@ -134,16 +134,17 @@ def _scan(plan: StreamPlan) -> tuple[list[UnitScan], list[list[tuple]], pd.DataF
 def _fingerprint(
     plan: StreamPlan, scans: list[UnitScan], frame: pd.DataFrame
 ) -> DatasetFingerprint:
-    """Name, source, rows, schema and a digest over the units' digests, in order."""
+    """Name, source, rows, schema, generator parameters and a digest over the units' digests."""
     digest = hashlib.sha256()
     for scan in scans:
         digest.update(scan.digest.encode())
     return DatasetFingerprint(
-        name=Path(plan.spec.source.path).stem or "shards",
+        name=plan.name,
         source=plan.origin,
         digest=digest.hexdigest(),
         rows=sum(s.rows for s in scans),
         schema={str(c): str(t) for c, t in frame.dtypes.items()},
+        params=plan.params,
     )
 
 

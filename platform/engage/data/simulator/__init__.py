@@ -8,7 +8,7 @@ Parquet shards in parallel Ray tasks and :func:`read_shards` opens them as a Ray
 See docs/simulator.md for every parameter and the realism checks.
 """
 
-from engage.data.simulator.faults import FAULTS
+from engage.data.simulator.faults import FAULTS, fill_dropouts
 from engage.data.simulator.generate import (
     COLUMNS,
     SENSORS,
@@ -34,6 +34,7 @@ __all__ = [
     "ShardReport",
     "block_columns",
     "ensure_shards",
+    "fill_dropouts",
     "read_shards",
     "simulate",
     "simulate_block",

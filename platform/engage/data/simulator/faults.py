@@ -5,14 +5,20 @@ Each (household, sensor) pair of a faulty-capable sensor fails with probability
 a random minute) or stuck (repeating the reading of a random minute for 2-48 hours).
 Dropouts are bursts of 5-30 minutes whose expected share of readings is ``dropout_rate``.
 The ``fault`` label of a row is the code, in :data:`FAULTS`, of the most severe fault on
-any of its sensors that minute.
+any of its sensors that minute. :func:`fill_dropouts` is how a reader repairs dropouts (the
+``simulation`` source in memory, and each unit of a streamed simulation).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from engage.data.simulator.space import Scenario
+
+if TYPE_CHECKING:  # only a frame's methods are used: importing faults never imports pandas
+    import pandas as pd
 
 FAULTS = ("none", "dropout", "drift", "stuck")
 """The ``fault`` label's codes: index in this tuple."""
@@ -91,3 +97,18 @@ def inject(
             values[lost] = np.nan
             np.maximum(label, lost, out=label, casting="unsafe")
     return label
+
+
+def fill_dropouts(frame: pd.DataFrame, group: str = "household") -> pd.DataFrame:
+    """Carry each group's last reading over its dropouts (NaN), in place; return ``frame``.
+
+    Readings lost before a group's first one are filled backward. Only float columns
+    change; rows are filled in the frame's order, so each group's rows must be in time
+    order (as the simulator and its shards write them). A frame of whole groups gives
+    the same values whether it is one shard set or the whole simulation.
+    """
+    floats = list(frame.select_dtypes("float").columns)
+    if floats and frame[floats].isna().to_numpy().any():
+        grouped = frame.groupby(group, sort=False)[floats]
+        frame[floats] = grouped.ffill().fillna(grouped.bfill())
+    return frame

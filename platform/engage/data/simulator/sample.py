@@ -45,6 +45,8 @@ def slice_note(sliced: DataSpec, whole: DataSpec, rows: int) -> str:
     writes = ""
     if full.shards is not None:
         writes = f" into its shards in {full.shards.dir} (reused when they already hold it)"
+        if whole.streaming is True:
+            writes += " and streams the training split from them"
     return (
         f"a slice simulated in memory ({cut.households} of {full.households} households x "
         f"{cut.days} of {full.days} days, {rows:,} rows); engage run simulates the whole "

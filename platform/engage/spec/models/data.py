@@ -60,7 +60,8 @@ class SimulationSource(StrictModel):
     shards: SimulationShards | None = Field(
         None,
         description="stream the set to Parquet shards (python -m engage.data.simulator SPEC "
-        "writes them in parallel Ray tasks); a run reads them back instead of simulating",
+        "writes them in parallel Ray tasks); a run writes them unless present, then reads "
+        "them back, or streams them to the workers (data.streaming)",
     )
 
     @field_validator("scenario")
@@ -159,7 +160,7 @@ class DataSpec(StrictModel):
         "auto",
         description="stream the training split to each Ray Train worker as its Ray Data shard "
         "instead of holding it in memory: true, false, or auto (stream a csv or parquet "
-        "source larger than streaming_threshold_mb on disk)",
+        "source, or a simulation's shards, larger than streaming_threshold_mb on disk)",
     )
     streaming_threshold_mb: float = Field(
         512.0, gt=0, description="on-disk size above which streaming: auto streams (MiB)"
@@ -183,10 +184,13 @@ class DataSpec(StrictModel):
 
     @model_validator(mode="after")
     def _streams_a_file_source(self) -> DataSpec:
-        if self.streaming is True and self.source.type not in ("csv", "parquet"):
+        sharded = self.source.type == "simulation" and self.source.shards is not None
+        if self.streaming is True and self.source.type not in ("csv", "parquet") and not sharded:
+            what = "a simulation without shards" if self.source.type == "simulation" else None
             raise ValueError(
-                f"streaming: true needs a csv or parquet source, not {self.source.type!r}; "
-                "set streaming: auto or false"
+                "streaming: true needs a csv or parquet source or a simulation with shards, "
+                f"not {what or repr(self.source.type)}; set data.source.shards, or "
+                "streaming: auto or false"
             )
         if self.streaming is True and self.preprocess:
             raise ValueError(
