@@ -11,7 +11,10 @@ Two jobs, each profiled with ``engage.profiler.profile_job`` and then run end to
 
 For (a) it also measures a plain ``torch.utils.data.DataLoader`` (per-window dataset over
 the windows in memory, the batch preprocessed in its collate function) at num_workers
-0..cores and keeps its best, against the bound max(compute, preprocessing / usable cores).
+0..cores and keeps its best, and engage's auto-tuned loader (``train.loader: auto``: the
+setting :func:`engage.train.loader_tune.tune_loader` picks from timed trials of the loader
+alone, then run end to end with the training step), against the bound max(compute,
+preprocessing / usable cores).
 
     python benchmarks/input_pipeline.py [--steps 20] [--bandwidth 2MB/s] [--set data.source.days=7]
 """
@@ -34,6 +37,7 @@ from engage.profiler.compute import make_step
 from engage.profiler.measure import torch_threads, usable_cores
 from engage.spec import load_spec
 from engage.train.builders import ModelShape
+from engage.train.loader_tune import summary, tune_loader
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,6 +121,38 @@ def plain_loader(data, spec, batch, steps, workers):
     return {"workers": workers, "stall": wait / (wait + compute), "sps": batch / (wait + compute)}
 
 
+def auto_tuned(data, spec, batch, steps, cores, compute_s, rounds):
+    """The loader ``train.loader: auto`` picks (its trials time the loader alone, within the
+    spec's search budget, ranked with the profiled step of ``compute_s`` seconds), then that
+    setting run end to end with the training step, back to back with the default loader
+    ``rounds`` times (median ratio, as for the remedies)."""
+    search = spec.train.loader_search
+    started = time.perf_counter()
+    with torch_threads(1):
+        result = tune_loader(
+            data, batch, cores, time_budget_s=search.time_budget_seconds,
+            memory_fraction=search.memory_fraction, compute_s_per_window=compute_s / batch,
+        )  # fmt: skip
+    tune_s = time.perf_counter() - started
+    c = result.chosen
+    config = LoaderConfig(
+        "cache" if c.cache == "memory" else "storage", c.workers,
+        "cpu" if data.preprocess else "none", c.batch, None, c.prefetch,
+    )  # fmt: skip
+    default = LoaderConfig("storage", 0, config.preprocess, batch)
+    step, runs, ratios = _step_fn(spec, data), [], []
+    with tempfile.TemporaryDirectory() as tmp, torch_threads(1):
+        store = WindowStore(data.train.x, data.train.y, Path(tmp))
+        for _ in range(rounds):
+            base = run_pipeline(store, default, data.preprocess, step, steps)
+            runs.append(run_pipeline(store, config, data.preprocess, step, steps))
+            ratios.append(runs[-1].samples_per_s / base.samples_per_s)
+    got = sorted(runs, key=lambda r: r.samples_per_s)[len(runs) // 2]  # the median run
+    ratio = float(np.median(ratios))
+    print(f"  {summary(result)}; end to end {got.samples_per_s:.0f}/s, {ratio:.2f}x default")
+    return {"result": result, "tune_s": tune_s, "stats": got, "ratio": ratio}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20)
@@ -138,6 +174,10 @@ def main() -> None:
         for w in range(0, cores + 1)
     ]
     best = max(plain, key=lambda r: r["sps"])
+    auto = auto_tuned(
+        heavy_data, heavy.spec, rep_a.times.batch, args.steps, cores, rep_a.times.compute,
+        args.rounds,
+    )  # fmt: skip
     ta = rep_a.times
     bound_step = max(ta.compute, ta.preprocess / cores)
     bound = ta.batch / bound_step
@@ -156,8 +196,9 @@ def main() -> None:
     )
     command += "".join(f" --set {o}" for o in args.overrides)
     body = render(
-        rep_a, base_a, rows_a, plain, best, bound, rep_b, base_b, rows_b, args, cores, command
-    )
+        rep_a, base_a, rows_a, plain, best, bound, rep_b, base_b, rows_b, args, cores, command,
+        auto,
+    )  # fmt: skip
     write_section("input-pipeline", body)
     print(body)
 
@@ -172,9 +213,26 @@ def _whatif_table(rows) -> list[str]:
     return lines
 
 
+def _auto_lines(auto, bound, base_a, best) -> list[str]:
+    """The auto-tuned loader's row and its search, for table (a)."""
+    c, got = auto["result"].chosen, auto["stats"]
+    timed = sum(t.samples_per_s is not None for t in auto["result"].trials)
+    return [
+        f"| engage auto-tuned (prefetch {c.prefetch}, {c.workers} loader workers, cache in "
+        f"{c.cache}) | {got.samples_per_s:.0f} | {got.stall_ratio:.0%} | "
+        f"{got.samples_per_s / bound:.2f} |",
+        "",
+        f"Auto-tuned: {timed} of {len(auto['result'].trials)} candidates timed (loader alone) in "
+        f"{auto['tune_s']:.1f} s; end to end {auto['ratio']:.2f}x the default loader (median of "
+        f"back-to-back pairs) and {got.samples_per_s / best['sps']:.2f}x the best plain "
+        "DataLoader (runs not paired).",
+    ]
+
+
 def render(
-    rep_a, base_a, rows_a, plain, best, bound, rep_b, base_b, rows_b, args, cores, command
-) -> str:
+    rep_a, base_a, rows_a, plain, best, bound, rep_b, base_b, rows_b, args, cores, command,
+    auto=None,
+) -> str:  # fmt: skip
     ta, tb = rep_a.times, rep_b.times
     plain_rows = [
         f"| plain DataLoader, num_workers={r['workers']} | {r['sps']:.0f} | {r['stall']:.0%} | {r['sps'] / bound:.2f} |"
@@ -207,6 +265,7 @@ def render(
         "|---|---:|---:|---:|",
         f"| engage default (inline, storage) | {base_a.samples_per_s:.0f} | {base_a.stall_ratio:.0%} | {base_a.samples_per_s / bound:.2f} |",
         *plain_rows,
+        *(_auto_lines(auto, bound, base_a, best) if auto else []),
         "",
         f"Best plain DataLoader: num_workers={best['workers']}, {best['sps'] / base_a.samples_per_s:.2f}x "
         "the default loader.",
@@ -220,9 +279,8 @@ def render(
         "",
         *_whatif_table(rows_b),
         "",
-        "Not measured here: Ray Data's own loader, the auto-tuned loader (`train.loader: auto`) and "
-        "streaming memory against data-set size (issue 14 items 1 and 5, not built yet); GPU "
-        "preprocessing (no GPU on this machine).",
+        "Not measured here: Ray Data's own loader and streaming memory against data-set size "
+        "(benchmarks/streaming_ingest.py); GPU preprocessing (no GPU on this machine).",
     ]
     return "\n".join(lines)
 

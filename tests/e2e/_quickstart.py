@@ -41,6 +41,11 @@ def job_row(table: str, run_id: str) -> list[str] | None:
     return None
 
 
-def training_row(view: str) -> list[str] | None:
-    """The first job row of a ``monitor --once`` view (None when it shows no run id)."""
-    return next((job_row(view, m) for m in re.findall(r"[0-9a-f]{32}", view)), None)
+def training_row(view: str, job: str = "quickstart") -> list[str] | None:
+    """The first row of ``job`` in a ``monitor --once`` view (None when it shows none).
+
+    By name: the quickstart trains on the serving head it starts, whose app has a row of
+    its own (``serve-...``) that may be listed first.
+    """
+    rows = (job_row(view, m) for m in re.findall(r"[0-9a-f]{32}", view))
+    return next((row for row in rows if row and row[0] == job), None)

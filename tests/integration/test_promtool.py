@@ -73,8 +73,9 @@ def _realistic_job() -> str:
         for _ in range(5):
             events += [
                 Event("metric", "data_wait_seconds", 0.012, labels=worker),
+                Event("metric", "host_to_device_seconds", 0.001, labels=worker),
                 Event("metric", "compute_seconds", 0.041, labels=worker),
-                Event("metric", "step_seconds", 0.053, labels=worker),
+                Event("metric", "step_seconds", 0.054, labels=worker),
                 Event("metric", "samples", 64.0, labels=worker),
             ]
         events += [

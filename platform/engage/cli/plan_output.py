@@ -92,6 +92,11 @@ def print_report(console: Console, name: str, report: Any) -> None:
         f"({report.sources['network']}); speed x{model.speed:.3g} ({report.sources['speed']}); "
         f"overlap {model.overlap:.0%} ({report.sources['overlap']})"
     )
+    if model.contention != 1.0:
+        console.print(
+            f"shared node: one worker's compute takes x{model.contention:.2f} while the "
+            "other workers compute too (measured on Ray, no gradient exchange)"
+        )
     if model.jitter:
         from engage.train.scaling.model import straggler_factor
 
@@ -131,22 +136,27 @@ def print_report(console: Console, name: str, report: Any) -> None:
         f"usable ({verdict}); micro-batch {choice.micro_batch} x {choice.accumulation} step(s)"
         + (f" ({hint})" if (hint := memory_hint(choice)) else "")
     )
+    auto = report.auto
+    if auto is not None:
+        console.print(
+            f"→ train.strategy auto, the spec's {auto.workers} worker(s) here: {auto.describe()}"
+        )
+    elif report.auto_error:
+        console.print(f"[yellow]→ {report.auto_error}[/]")
 
 
 def memory_hint(choice: Any) -> str:
-    """The spec fields that apply the memory choice, or what engage's trainer cannot apply."""
-    fields = []
+    """The spec fields that apply the memory choice (``train.strategy: auto`` applies it by
+    itself; see :mod:`engage.train.scaling.strategy`)."""
+    fields = ["train.strategy: fsdp"] if choice.strategy.startswith("fsdp") else []
     if "activation checkpointing" in choice.strategy:
         fields.append("train.activation_checkpointing: true")
     if choice.accumulation > 1:
         fields.append(
-            f"train.batch_size: {choice.micro_batch} per worker, "
-            f"train.grad_accumulation: {choice.accumulation}"
+            f"micro-batches of {choice.micro_batch} per worker "
+            f"(train.batch_size / workers) x train.grad_accumulation: {choice.accumulation}"
         )
-    hint = "set " + ", ".join(fields) if fields else ""
-    if choice.strategy.startswith("fsdp"):
-        hint += ("; " if hint else "") + "FSDP itself is not applied by engage's trainer"
-    return hint
+    return ("set " + ", ".join(fields) + ", or train.strategy: auto") if fields else ""
 
 
 def report_dict(report: Any) -> dict[str, Any]:
@@ -162,6 +172,7 @@ def report_dict(report: Any) -> dict[str, Any]:
         "samples": report.samples,
         "price": report.price,
         "probes": [asdict(p) for p in report.probes],
+        "auto": asdict(report.auto) if report.auto is not None else report.auto_error,
     }
 
 
@@ -212,6 +223,7 @@ def log_report(loaded: Any, report: Any, folder: Path, tracking_uri: str | None,
         "overlap": report.model.overlap,
         "speed": report.model.speed,
         **{f"source.{k}": v for k, v in report.sources.items()},
+        **(report.auto.tags() if report.auto is not None else {}),
     }
     return log_report_run(
         loaded,

@@ -1,7 +1,10 @@
 """The Prometheus metrics of a job, on an explicit registry, fed by reported events.
 
 Names follow Prometheus conventions (``engage_`` prefix, base units, ``_total`` for
-counters) with labels ``job``, ``run_id`` and, per worker, ``rank``. The MLflow metric key
+counters) with labels ``job``, ``run_id`` and, per worker, ``rank``. A worker's step splits into
+data wait, host-to-device copy and compute (``engage_data_wait_seconds_total``,
+``engage_host_to_device_seconds_total``, ``engage_compute_seconds_total``); the data stall
+ratio is the wait's share of their sum. The MLflow metric key
 of each is the same name without the prefix, except the all-reduce families, whose step
 metrics (``allreduce_seconds``, ``allreduce_blocked_seconds``, ``allreduce_buckets``, from
 :mod:`engage.train.comm`) add up into ``_total`` counters.
@@ -50,6 +53,12 @@ class JobMetrics:
             WORKER,
             registry=r,
         )
+        self.host_to_device = Counter(
+            "engage_host_to_device_seconds_total",
+            "Time copying batches from host memory to the worker's device.",
+            WORKER,
+            registry=r,
+        )
         self.compute = Counter(
             "engage_compute_seconds_total",
             "Time in forward, backward and optimiser step.",
@@ -58,7 +67,8 @@ class JobMetrics:
         )
         self.stall_ratio = Gauge(
             "engage_data_stall_ratio",
-            f"Share of the last {STALL_WINDOW_S:g} s of steps spent waiting for data.",
+            f"Share of the last {STALL_WINDOW_S:g} s of step time (data wait, host-to-device "
+            "copy, compute) spent waiting for data.",
             JOB,
             registry=r,
         )
@@ -159,9 +169,11 @@ class JobMetrics:
             registry=r,
         )
         self._lock = threading.Lock()
-        # (time, wait, compute, blocked on all-reduce): blocked time is part of compute time
-        self._window: deque[tuple[float, float, float, float]] = deque()
+        # (time, wait, compute, blocked on all-reduce, host-to-device copy): blocked time is
+        # part of compute time; a step's time is wait + copy + compute
+        self._window: deque[tuple[float, float, float, float, float]] = deque()
         self._window_wait = self._window_compute = self._window_blocked = 0.0  # running sums
+        self._window_copy = 0.0
         self._comm_seen = False  # the blocked ratio is exported only for jobs that time all-reduce
         self._cpu_seen: dict[str, float] = {}
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
@@ -214,18 +226,24 @@ class JobMetrics:
 
     def _wait(self, labels: dict, seconds: float, at: float) -> None:
         self._child(self.data_wait, labels).inc(max(seconds, 0.0))
-        self._window.append((at, seconds, 0.0, 0.0))
+        self._window.append((at, seconds, 0.0, 0.0, 0.0))
         self._window_wait += seconds
+
+    def _copy(self, labels: dict, seconds: float, at: float) -> None:
+        seconds = max(seconds, 0.0)
+        self._child(self.host_to_device, labels).inc(seconds)
+        self._window.append((at, 0.0, 0.0, 0.0, seconds))
+        self._window_copy += seconds
 
     def _compute(self, labels: dict, seconds: float, at: float) -> None:
         self._child(self.compute, labels).inc(max(seconds, 0.0))
-        self._window.append((at, 0.0, seconds, 0.0))
+        self._window.append((at, 0.0, seconds, 0.0, 0.0))
         self._window_compute += seconds
 
     def _blocked(self, labels: dict, seconds: float, at: float) -> None:
         seconds = max(seconds, 0.0)
         self._child(self.allreduce_blocked, labels).inc(seconds)
-        self._window.append((at, 0.0, 0.0, seconds))
+        self._window.append((at, 0.0, 0.0, seconds, 0.0))
         self._window_blocked += seconds
         self._comm_seen = True
 
@@ -257,14 +275,16 @@ class JobMetrics:
         # the window holds tens of thousands of entries and summing them cost more than the
         # training step (benchmarks/monitor_overhead.py).
         while self._window and self._window[0][0] < now - STALL_WINDOW_S:
-            _, w, c, b = self._window.popleft()
+            _, w, c, b, h = self._window.popleft()
             self._window_wait -= w
             self._window_compute -= c
             self._window_blocked -= b
+            self._window_copy -= h
         if not self._window:  # no float drift carried over
             self._window_wait = self._window_compute = self._window_blocked = 0.0
+            self._window_copy = 0.0
         wait = self._window_wait
-        busy = wait + self._window_compute
+        busy = wait + max(self._window_copy, 0.0) + self._window_compute  # the steps' time
         if busy > 0:
             self._child(self.stall_ratio, self.labels).set(wait / busy)
             if self._comm_seen:
@@ -318,6 +338,7 @@ def _set(gauge_name: str):
 _WORKER_HANDLERS = {
     "step_seconds": JobMetrics._step,
     "data_wait_seconds": JobMetrics._wait,
+    "host_to_device_seconds": JobMetrics._copy,
     "compute_seconds": JobMetrics._compute,
     "samples": lambda m, labels, v, at: m._child(m.samples, labels).inc(v),
     "worker_cpu_seconds": JobMetrics._cpu_total,

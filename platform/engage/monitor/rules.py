@@ -256,10 +256,11 @@ RULES: tuple[AlertRule, ...] = (
             'Training waits for data {{ $value | printf "%.2f" }} of its step time in ' + _RUN
         ),
         description=(
-            f"Over the last minute more than {DATA_BOUND_RATIO:.0%} of step time went to "
-            "waiting for the next batch: the input pipeline, not the model, limits "
-            "throughput. Raise train.batch_size (fewer, larger fetches per epoch), check "
-            "that train.faults.data_delay_seconds is unset, or profile the input pipeline."
+            f"Over the last minute more than {DATA_BOUND_RATIO:.0%} of step time (data wait, "
+            "host-to-device copy and compute, per worker) went to waiting for the next batch: "
+            "the input pipeline, not the model, limits throughput. Raise train.batch_size "
+            "(fewer, larger fetches per epoch), check that train.faults.data_delay_seconds is "
+            "unset, run `engage profile SPEC` for the remedy, or set train.loader: auto."
         ),
         expr=(
             f"max by (job, run_id) (engage_data_stall_ratio) > {DATA_BOUND_RATIO:g}\n"

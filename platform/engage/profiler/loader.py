@@ -38,6 +38,8 @@ class LoaderConfig:
         Windows per step.
     bandwidth : float or None
         Storage read rate in bytes/s shared by all workers; ``None`` reads at full speed.
+    prefetch : int
+        Batches each DataLoader worker loads ahead (its ``prefetch_factor``; unused inline).
     """
 
     source: Literal["storage", "cache"] = "storage"
@@ -45,6 +47,7 @@ class LoaderConfig:
     preprocess: Literal["none", "cpu", "gpu"] = "cpu"
     batch: int = 128
     bandwidth: float | None = None
+    prefetch: int = 2
 
 
 class WindowStore:
@@ -156,7 +159,11 @@ def run_pipeline(
         Timed steps, after ``warmup`` untimed ones (worker start-up, first allocations).
     """
     dataset = _Batches(store, config, fitted)
-    kwargs = {"prefetch_factor": 2, "persistent_workers": True} if config.workers else {}
+    kwargs = (
+        {"prefetch_factor": max(1, config.prefetch), "persistent_workers": True}
+        if config.workers
+        else {}
+    )
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=None, num_workers=config.workers, **kwargs
     )

@@ -294,6 +294,7 @@ def train(
 
     from engage.events import EventPump, start_hub
     from engage.train.loop import TrainJob
+    from engage.train.scaling.strategy import resolve as resolve_strategy
     from engage.train.trainer import check_fits, fit
 
     spec = loaded.spec
@@ -304,6 +305,14 @@ def train(
         shuffle_buffer=spec.data.shuffle_buffer,
         streamed=None if data.stream is None else data.stream.n_train,
     )  # fmt: skip
+    if job.train.loader == "auto":  # before the memory plan, which has the last word on batch
+        from engage.train.loader_tune import summary, tune_for_job
+
+        job, tuned = tune_for_job(job, data, run)
+        bus.send([Event("lifecycle", "loader", data={"message": summary(tuned)})])
+    job, choice = resolve_strategy(job)  # train.strategy auto: the memory plan's choice
+    if choice is not None:
+        run.set_tags(choice.tags())
     check_fits(job, info.resources, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
     pump = EventPump(hub, bus)
     return fit(

@@ -39,6 +39,9 @@ class TaggedRun(Protocol):
     def set_tags(self, tags: dict[str, str]) -> None:
         """Spool tags on the run."""
 
+    def log_text(self, text: str, artifact_file: str) -> None:
+        """Spool a text artifact of the run."""
+
 
 class MetricSink:
     """Spools a job's metric events into its run (the drainer sends them to MLflow).
@@ -96,8 +99,8 @@ class MetricSink:
 
 class HealthSink:
     """Raises non-finite metrics as training-health events, and marks them, alerts,
-    training restarts and skipped checkpoints on the run as tags (so all reach MLflow
-    through the spool).
+    training restarts and skipped checkpoints on the run as tags, and Ray Data's statistics
+    of a streamed split as a text artifact (so all reach MLflow through the spool).
 
     Parameters
     ----------
@@ -137,6 +140,8 @@ class HealthSink:
                 self._run.set_tags(
                     {f"engage.checkpoint_skipped.{e.data['checkpoint']}": e.data["reason"]}
                 )
+            elif e.kind == "lifecycle" and e.name == "ray_data_stats":
+                self._run.log_text(e.data["text"], e.data["artifact_file"])
             elif e.kind == "lifecycle" and e.name == "alert":
                 state = e.data.get("state", "firing")
                 self._run.set_tags(

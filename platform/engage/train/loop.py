@@ -18,6 +18,12 @@ newest valid checkpoint and rank 0 reports a ``restart`` event. ``train.precisio
 ``train.grad_accumulation`` shape each step (:mod:`engage.train.precision`); inner
 accumulation steps skip DDP's gradient all-reduce (``no_sync``).
 
+Every step reports where its time went (:func:`step_breakdown`): ``data_wait_seconds``
+(blocked on the next batch), ``host_to_device_seconds`` (the batch's copy to the device)
+and ``compute_seconds``, per worker (label ``rank``), through the job's reporter; the
+monitor's data stall ratio is the wait's share of their sum. A streamed split's Ray Data
+statistics are reported once at the end (:func:`report_ray_data_stats`).
+
 Only :func:`train_loop_per_worker` and the helpers that read the Ray Train context need Ray;
 :func:`make_worker` and :func:`train_epoch` run without it (the unit tests train that way).
 """
@@ -59,7 +65,10 @@ from engage.train.recovery import (
     maybe_kill,
     report_epoch,
     restore,
+    sharded_checkpoint,
 )
+from engage.train.sharding import evaluation, gather_state, prepare
+from engage.train.step_times import EpochTimes, report_ray_data_stats, step_breakdown
 
 CHECKPOINT_FILE = PAYLOAD
 _STREAM_BLOCK = 4096  # windows per block read from a Ray Data shard (then re-batched)
@@ -80,6 +89,7 @@ class TrainJob:
     checkpoint_root: str | None = None  # the Ray Train run folder; set by trainer.fit
     shuffle_buffer: int = 65_536  # data.shuffle_buffer: windows shuffled together (batch_order)
     streamed: int | None = None  # training windows, when they reach workers as Ray Data shards
+    prefetch_batches: int = 2  # blocks a streamed shard reads ahead (train.loader: auto tunes it)
 
 
 def make_optimizer(spec: TrainSpec, params: Any) -> torch.optim.Optimizer:
@@ -192,7 +202,9 @@ def _stream_batches(w: Worker, epoch: int) -> Iterator[tuple[torch.Tensor, torch
     """This worker's batches of its Ray Data shard, in the same order as in memory."""
     blocks = (
         (b["x"], b["y"])
-        for b in w.shard.iter_torch_batches(batch_size=_STREAM_BLOCK, prefetch_batches=2)
+        for b in w.shard.iter_torch_batches(
+            batch_size=_STREAM_BLOCK, prefetch_batches=w.job.prefetch_batches
+        )
     )
     yield from shuffled_batches(
         blocks,
@@ -206,46 +218,44 @@ def _stream_batches(w: Worker, epoch: int) -> Iterator[tuple[torch.Tensor, torch
         pass
 
 
-def _epoch(w: Worker, epoch: int, resources: ResourceSampler) -> tuple[float, float, float]:
-    """Train one epoch; returns (loss sum, data wait seconds, wall seconds) of this worker."""
+def _epoch(w: Worker, epoch: int, resources: ResourceSampler) -> EpochTimes:
+    """Train one epoch; returns this worker's loss sum and step time breakdown."""
     job, faults = w.job, w.job.train.faults
     batches = _stream_batches(w, epoch) if w.shard is not None else _memory_batches(w, epoch)
     steps = math.ceil(w.n_per / w.per_worker)
     accum = job.train.grad_accumulation
     loss_fn = loss_function(job.task)
-    started = last_tick = time.perf_counter()
-    loss_sum = wait = 0.0
+    clock = time.perf_counter
+    started = last_tick = clock()
+    out = EpochTimes()
     for step in range(steps):
-        t0 = time.perf_counter()
+        t0 = clock()
         if faults is not None and faults.data_delay_seconds:
             time.sleep(faults.data_delay_seconds)  # a deliberately slow input pipeline
         if step == steps // 2:
             maybe_kill(w, epoch)
         xb, yb = next(batches)
+        t_fetch = clock()
         xb, yb = xb.to(w.device), targets_for_loss(yb, job.task).to(w.device)
-        t1 = time.perf_counter()
+        t1 = clock()
         step_now = (step + 1) % accum == 0 or step == steps - 1
         with _sync(w.model, step_now):
             with w.precision.autocast():
-                out = w.model(xb).float()  # the loss in fp32 whatever the autocast dtype
-            loss = training_loss(w.model, out, yb, job.task, loss_fn)
+                logits = w.model(xb).float()  # the loss in fp32 whatever the autocast dtype
+            loss = training_loss(w.model, logits, yb, job.task, loss_fn)
             w.precision.backward(loss * (len(yb) / _group_rows(w, step, steps)))
         if step_now:
             w.precision.step(w.optimizer)
             w.optimizer.zero_grad(set_to_none=True)
-        loss_sum += loss.item() * len(yb)
-        t2 = time.perf_counter()
-        wait += t1 - t0
+        out.loss_sum += loss.item() * len(yb)
+        t2 = clock()
+        out.wait += t_fetch - t0
+        out.copy += t1 - t_fetch
+        out.compute += t2 - t1
         global_step = (epoch - 1) * steps + step + 1
         comm = w.comm.step_metrics() if w.comm is not None and step_now else {}
         w.reporter.metrics(
-            {
-                "step_seconds": t2 - t0,
-                "data_wait_seconds": t1 - t0,
-                "compute_seconds": t2 - t1,
-                "samples": len(yb),
-                **comm,
-            },
+            {**step_breakdown(t0, t_fetch, t1, t2), "samples": len(yb), **comm},
             step=global_step,
         )
         resources.maybe_report(w.reporter, global_step)
@@ -254,22 +264,26 @@ def _epoch(w: Worker, epoch: int, resources: ResourceSampler) -> tuple[float, fl
             w.reporter.progress("step", epoch=epoch, step=step + 1, steps=steps)
     for _ in batches:  # a streamed shard is read to its end: the next epoch starts afresh
         pass
-    return loss_sum, wait, time.perf_counter() - started
+    out.seconds = clock() - started
+    return out
 
 
-def _epoch_metrics(
-    w: Worker, epoch: int, loss_sum: float, wait: float, seconds: float
-) -> dict[str, float]:
-    totals = _all_reduce(torch.tensor([loss_sum, float(w.n_per), wait], dtype=torch.float64))
+def _epoch_metrics(w: Worker, epoch: int, times: EpochTimes) -> dict[str, float]:
+    parts = [times.loss_sum, float(w.n_per), times.wait, times.copy, times.compute]
+    totals = _all_reduce(torch.tensor(parts, dtype=torch.float64))
     core = getattr(w.model, "module", w.model)
-    val = accumulate(core, w.val_x, w.val_y, w.job.task, w.job.shape.outputs, w.per_worker * 4)
+    with evaluation(w.model):  # FSDP: gathered once, so ranks may run unequal batch counts
+        val = accumulate(core, w.val_x, w.val_y, w.job.task, w.job.shape.outputs, w.per_worker * 4)
     return {
         "epoch": float(epoch),
         "train_loss": totals[0].item() / totals[1].item(),
         **finalize(_all_reduce(val), w.job.task, "val"),
-        "samples_per_second": totals[1].item() / seconds,
-        "epoch_seconds": seconds,
+        "samples_per_second": totals[1].item() / times.seconds,
+        "epoch_seconds": times.seconds,
+        # each part summed over the workers, then averaged: one worker's mean epoch
         "epoch_data_wait_seconds": totals[2].item() / w.world,
+        "epoch_host_to_device_seconds": totals[3].item() / w.world,
+        "epoch_compute_seconds": totals[4].item() / w.world,
     }
 
 
@@ -332,9 +346,7 @@ def _setup(job: TrainJob) -> Worker:
         rank=rank,
         world=world,
         device=ray.train.torch.get_device(),
-        prepare=lambda m: ray.train.torch.prepare_model(
-            m, parallel_strategy_kwargs=ddp_kwargs(comm) or None
-        ),
+        prepare=lambda m: prepare(m, job.train.strategy, ddp_kwargs(comm)),
     )
     w.comm = apply_comm(w.model, comm)  # the compression hook, and its timer when asked
     if job.streamed is not None:
@@ -350,8 +362,7 @@ def train_epoch(w: Worker, epoch: int, resources: ResourceSampler) -> dict[str, 
     TrainingError
         If the training loss became NaN or infinite.
     """
-    loss_sum, wait, seconds = _epoch(w, epoch, resources)
-    metrics = _epoch_metrics(w, epoch, loss_sum, wait, seconds)
+    metrics = _epoch_metrics(w, epoch, _epoch(w, epoch, resources))
     if w.rank == 0:
         w.reporter.metrics(metrics, step=epoch)
         w.reporter.progress("epoch", epochs=w.job.train.epochs, **metrics)
@@ -391,9 +402,12 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     faults = job.train.faults
     for epoch in range(start, job.train.epochs + 1):
         metrics = train_epoch(w, epoch, resources)
-        report_epoch(
-            metrics, epoch, job, w.rank, lambda e=epoch, m=metrics: checkpoint_state(w, core, e, m)
-        )
+        # FSDP: every rank gathers the full state (a collective); rank 0 writes it.
+        full = gather_state(w.model, w.optimizer) if sharded_checkpoint(w, epoch) else None
+        state = lambda e=epoch, m=metrics, f=full: checkpoint_state(w, core, e, m, f)  # noqa: E731
+        report_epoch(metrics, epoch, job, w.rank, state)
         if faults is not None and faults.stall_after_epoch == epoch:
             time.sleep(faults.stall_seconds)  # a deliberate hang, to test the stall alert
+    if w.rank == 0 and w.shard is not None:
+        report_ray_data_stats(w.reporter, w.shard)
     w.reporter.flush(wait=True)

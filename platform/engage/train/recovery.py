@@ -27,6 +27,7 @@ from engage.train.checkpoint import (
     set_rng_state,
     write_checkpoint,
 )
+from engage.train.sharding import is_sharded, load_state
 
 # ``w`` below is an ``engage.train.loop.Worker`` and ``job`` a ``TrainJob``; they are typed
 # ``Any`` because the loop imports this module (no import circle).
@@ -63,8 +64,11 @@ def apply_state(w: Any, core: nn.Module, restored: Restored) -> int:
     reports each skipped checkpoint. Returns the epoch to train next (the data position).
     """
     state = restored.state
-    core.load_state_dict(state["model"])
-    w.optimizer.load_state_dict(state["optimizer"])
+    if is_sharded(w.model):  # FSDP: each rank cuts its shard of the full state
+        load_state(w.model, w.optimizer, state["model"], state["optimizer"])
+    else:
+        core.load_state_dict(state["model"])
+        w.optimizer.load_state_dict(state["optimizer"])
     w.precision.load_state_dict(state.get("scaler", {}))
     if "rng" in state:
         set_rng_state(state["rng"])
@@ -74,11 +78,18 @@ def apply_state(w: Any, core: nn.Module, restored: Restored) -> int:
     return int(state.get("position", {}).get("epoch", int(state["epoch"]) + 1))
 
 
-def checkpoint_state(w: Any, core: nn.Module, epoch: int, metrics: dict) -> dict[str, Any]:
-    """What a checkpoint after ``epoch`` holds: tensors and plain containers only."""
+def checkpoint_state(
+    w: Any, core: nn.Module, epoch: int, metrics: dict, full: tuple[dict, dict] | None = None
+) -> dict[str, Any]:
+    """What a checkpoint after ``epoch`` holds: tensors and plain containers only.
+
+    ``full`` is the model and optimiser state an FSDP worker gathered
+    (:func:`~engage.train.sharding.gather_state`); without it, ``core``'s and the optimiser's own.
+    """
+    model, optimizer = full or (core.state_dict(), w.optimizer.state_dict())
     return {
-        "model": core.state_dict(),
-        "optimizer": w.optimizer.state_dict(),
+        "model": model,
+        "optimizer": optimizer,
         "scaler": w.precision.state_dict(),
         "rng": rng_state(),
         "epoch": epoch,
@@ -92,13 +103,23 @@ def report_epoch(metrics: dict[str, float], epoch: int, job: Any, rank: int, sta
     ``train.checkpoint_every`` epochs and after the last, built by calling ``state()``."""
     import ray.train
 
-    every = job.train.checkpoint_every
-    if rank != 0 or (epoch % every and epoch != job.train.epochs):
+    if rank != 0 or not checkpoint_due(job, epoch):
         ray.train.report(metrics)
         return
     with tempfile.TemporaryDirectory() as d:
         folder = write_checkpoint(Path(d) / "checkpoint", state())
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder))
+
+
+def checkpoint_due(job: Any, epoch: int) -> bool:
+    """Whether a checkpoint follows ``epoch``: every ``train.checkpoint_every`` and the last."""
+    return epoch % job.train.checkpoint_every == 0 or epoch == job.train.epochs
+
+
+def sharded_checkpoint(w: Any, epoch: int) -> bool:
+    """Whether every rank must gather the full state after ``epoch`` (an FSDP model and a
+    checkpoint due): rank 0 alone cannot, the gather is a collective."""
+    return is_sharded(w.model) and checkpoint_due(w.job, epoch)
 
 
 def count_start(job: Any) -> int:

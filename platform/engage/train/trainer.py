@@ -96,8 +96,9 @@ def check_fits(
     ------
     ClusterError
         If a worker asks for a custom resource no node offers, if all workers together
-        need more of a resource than the cluster has, or if the nodes cannot hold that
-        many workers one node at a time.
+        need more of a resource than the cluster has, if the nodes cannot hold that
+        many workers one node at a time, or if a streamed job's workers leave Ray Data no
+        CPU to read with.
     """
     asked = scaling_config(job).resources_per_worker
     _check_offered(asked, cluster)
@@ -114,6 +115,28 @@ def check_fits(
         )
     if nodes:
         _check_nodes(workers, asked, nodes)
+    if job.streamed is not None:
+        _check_reader_cpu(job, asked.get("CPU", 0.0), cluster.get("CPU", 0.0))
+
+
+#: CPUs a streamed split's Ray Data read tasks need beside the training workers.
+READER_CPUS = 1.0
+
+
+def _check_reader_cpu(job: TrainJob, per_worker: float, cpus: float) -> None:
+    """Refuse a streamed job whose workers can take every CPU: Ray Data's read tasks would
+    never be scheduled and the workers would wait for their first batch forever. An
+    elastic job counts at its full width, which Ray Train grows it to when CPUs are free."""
+    taken = per_worker * job.train.num_workers
+    if taken + READER_CPUS <= cpus + 1e-9:
+        return
+    raise ClusterError(
+        f"{job.train.num_workers} workers x {per_worker:g} CPU leave "
+        f"{max(0.0, cpus - taken):g} of the cluster's {cpus:g} CPUs to Ray Data, which reads "
+        f"the streamed training split in tasks that need {READER_CPUS:g}",
+        hint="lower train.num_workers or train.resources_per_worker's CPU, or add a node "
+        "(or set data.streaming: false if the split fits in memory)",
+    )
 
 
 def _check_nodes(
@@ -220,11 +243,15 @@ def fit(
         a loss that became NaN), unwrapped from Ray's error.
     TrainingError
         If training failed otherwise (more worker failures than ``train.max_failures``),
-        ended without a checkpoint, or its final checkpoint does not verify.
+        ended without a checkpoint, or its final checkpoint does not verify; or if
+        ``train.strategy: auto`` finds no strategy that fits the workers' memory.
     """
     from ray.train import CheckpointConfig, FailureConfig, RunConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
+    from engage.train.scaling.strategy import resolve
+
+    job, _ = resolve(job)  # train.strategy auto (the pipeline stage resolved and tagged it)
     check_model(job)
     job = dataclasses.replace(job, checkpoint_root=str(Path(storage) / name))
     trainer = TorchTrainer(

@@ -13,12 +13,16 @@ class FakeRun:
     def __init__(self) -> None:
         self.tags: dict[str, str] = {}
         self.events: list[Event] = []
+        self.texts: dict[str, str] = {}
 
     def set_tags(self, tags: dict[str, str]) -> None:
         self.tags.update(tags)
 
     def log_metric_events(self, events: Sequence[Event]) -> None:
         self.events.extend(events)
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self.texts[artifact_file] = text
 
 
 class Recorder:
@@ -116,3 +120,23 @@ def test_metric_sink_keeps_per_rank_and_per_client_copies_out_of_the_run() -> No
     MetricSink(run).emit([own, rank0, rank1, client])
 
     assert run.events == [own, rank0]
+
+
+def test_ray_data_statistics_become_a_text_artifact_of_the_run() -> None:
+    run, observer = FakeRun(), Recorder()
+    sink = HealthSink(run, observer.emit)
+    stats = "Operator 1 ReadParquet: 8 tasks executed, 8 blocks produced"
+
+    sink.emit(
+        [
+            Event(
+                "lifecycle",
+                "ray_data_stats",
+                data={"text": stats, "artifact_file": "ray_data_stats.txt"},
+            )
+        ]
+    )
+
+    assert run.texts == {"ray_data_stats.txt": stats}
+    assert run.tags == {}
+    assert observer.events == []

@@ -24,9 +24,12 @@ TWO_NODES = {
 }
 
 
-def _job(**train: object) -> TrainJob:
+def _job(streamed: int | None = None, **train: object) -> TrainJob:
     spec = TrainSpec(**{"batch_size": 8, **train})
-    return TrainJob(spec, ModelSpec(name="mlp"), "regression", ModelShape(4, 2, 1), None, None, "")
+    shape = ModelShape(4, 2, 1)
+    return TrainJob(
+        spec, ModelSpec(name="mlp"), "regression", shape, None, None, "", streamed=streamed
+    )
 
 
 def test_spec_accepts_custom_resources_and_placement() -> None:
@@ -158,6 +161,19 @@ def test_an_elastic_job_needs_only_its_minimum_to_fit() -> None:
     check_fits(_job(num_workers=3, min_workers=2), TWO_NODES, [HEAD, SECOND])
     with pytest.raises(ClusterError, match="3 workers"):
         check_fits(_job(num_workers=4, min_workers=3), TWO_NODES, [HEAD, SECOND])
+
+
+def test_a_streamed_job_leaves_ray_data_a_cpu_for_its_readers() -> None:
+    # Ray Data reads a streamed split in tasks that need a CPU beside the workers: two
+    # 1-CPU workers on 2 CPUs never saw a batch (a run waited 6 minutes for its first step).
+    with pytest.raises(ClusterError, match="Ray Data") as refused:
+        check_fits(_job(num_workers=2, streamed=1000), TWO_NODES, [HEAD, SECOND])
+    assert "train.num_workers" in refused.value.hint
+    check_fits(_job(num_workers=1, streamed=1000), TWO_NODES, [HEAD, SECOND])
+    check_fits(_job(num_workers=2, streamed=1000, resources_per_worker={"CPU": 0.5}), TWO_NODES)
+    with pytest.raises(ClusterError, match="Ray Data"):  # an elastic job grows to fill the CPUs
+        check_fits(_job(num_workers=2, min_workers=1, streamed=1000), TWO_NODES, [HEAD, SECOND])
+    check_fits(_job(num_workers=2), TWO_NODES, [HEAD, SECOND])  # in memory: every CPU can train
 
 
 def test_min_workers_above_num_workers_is_refused() -> None:

@@ -93,7 +93,10 @@ def test_a_whole_plan_is_printed_and_saved(tmp_path: Path, monkeypatch: pytest.M
     assert "cheapest configuration that meets the deadline" in text
     assert "memory per worker at batch 128" in text
     assert "PowerSGD rank 1" in text
+    assert "train.strategy auto, the spec's 2 worker(s) here: ddp:" in text
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert [r["workers"] for r in plan["plan"]["rows"]] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     assert plan["sources"]["network"] == "given"
+    assert plan["auto"]["strategy"] == "ddp"
+    assert plan["auto"]["batch_size"] == 256
     assert (tmp_path / "plan.svg").read_text().startswith("<svg")

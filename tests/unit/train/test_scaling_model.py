@@ -130,3 +130,49 @@ def test_stragglers_slow_a_synchronous_step() -> None:
     m = _model(overlap=1.0).with_(compression=0.0001)
 
     assert m.with_(jitter=(0.5, 1.5)).efficiency(2, 64) < m.efficiency(2, 64)
+
+
+def test_node_contention_lengthens_the_compute_of_more_than_one_worker() -> None:
+    m = _model(overlap=1.0, contention=1.5)
+    # compute(100) = 0.11 s alone, 0.165 s beside another worker; backward 0.0825 s hides part.
+    comm = 0.1 + 4 * 2 * 1e-5
+
+    assert m.step_seconds(1, 100) == pytest.approx(0.11)
+    assert m.step_seconds(2, 100) == pytest.approx(0.165 + comm - 0.0825)
+    assert m.efficiency(2, 100) < _model(overlap=1.0).efficiency(2, 100)
+
+
+def test_contention_is_the_shared_step_over_the_lone_one() -> None:
+    from engage.train.scaling.netprobe import ProbeResult, contention
+
+    def probe(workers: int, local: float) -> ProbeResult:
+        return ProbeResult(workers, 64, {}, 0.1, local_seconds=local)
+
+    assert contention(probe(1, 0.04), probe(2, 0.07)) == pytest.approx(1.75)
+    assert contention(probe(1, 0.0), probe(2, 0.07)) == 1.0  # not measured
+
+
+def test_a_measured_hidden_share_of_all_reduce_becomes_a_share_of_backward() -> None:
+    from engage.train.scaling.planner import backward_share
+
+    # compute(100) = 0.1 s, backward 0.05 s; 20 MB at 1 GB/s on 2 workers: 0.02 s all-reduce.
+    step = StepProfile(1e-3, 0.0, 0.5, 20 * MB)
+    net = Network(bandwidth=1e9, latency=0.0)
+
+    assert backward_share(step, net, 0.5, 100) == pytest.approx(0.01 / 0.05)
+    assert backward_share(step, net, 0.5, 100, contention=2.0) == pytest.approx(0.01 / 0.1)
+    assert backward_share(step, Network(1e8, 0.0), 1.0, 100) == 1.0  # capped at all of it
+
+
+def test_on_a_busy_cpu_node_an_all_reduce_beside_backward_is_not_hidden() -> None:
+    from engage.train.scaling.planner import measured_overlap_share
+
+    step = StepProfile(1e-3, 0.0, 0.5, 20 * MB)
+    net = Network(bandwidth=1e9, latency=0.0)
+
+    overlap, source = measured_overlap_share(step, net, 0.5, 100, 1.0, 1.0, cpu_node=True)
+    assert (overlap, source.split(":")[0]) == (0.0, "none")
+    assert measured_overlap_share(step, net, 0.5, 100, 1.0, 1.0, cpu_node=False) == (
+        pytest.approx(0.2),
+        "measured",
+    )

@@ -114,13 +114,19 @@ def test_remedies_are_weighed_where_there_is_traffic() -> None:
     ("strategy", "micro", "steps", "hint"),
     [
         ("ddp", 128, 1, ""),
-        ("ddp + activation checkpointing", 128, 1, "set train.activation_checkpointing: true"),
+        (
+            "ddp + activation checkpointing",
+            128,
+            1,
+            "set train.activation_checkpointing: true, or train.strategy: auto",
+        ),
         (
             "fsdp + activation checkpointing, micro-batches",
             16,
             8,
-            "set train.activation_checkpointing: true, train.batch_size: 16 per worker, "
-            "train.grad_accumulation: 8; FSDP itself is not applied by engage's trainer",
+            "set train.strategy: fsdp, train.activation_checkpointing: true, micro-batches of "
+            "16 per worker (train.batch_size / workers) x train.grad_accumulation: 8, or "
+            "train.strategy: auto",
         ),
     ],
 )

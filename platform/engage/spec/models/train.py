@@ -71,6 +71,31 @@ class CommSpec(StrictModel):
     )
 
 
+class LoaderSearchSpec(StrictModel):
+    """How ``train.loader: auto`` searches the input pipeline's settings before training."""
+
+    time_budget_seconds: float = Field(
+        5.0,
+        gt=0.0,
+        le=300.0,
+        description="wall time the timed trials of the loader may take in all; the candidates "
+        "not reached by then are recorded as not tried",
+    )
+    memory_fraction: float = Field(
+        0.5,
+        gt=0.0,
+        le=0.9,
+        description="share of the node's available memory (read with psutil before each "
+        "trial) a candidate's prefetched batches and cache may take; one that would take "
+        "more is skipped, never run",
+    )
+    tune_batch_size: bool = Field(
+        False,
+        description="also try half and twice train.batch_size: opt in only if the model may "
+        "train with another batch (it changes the optimisation, so it is off by default)",
+    )
+
+
 class TrainSpec(StrictModel):
     """How to train on Ray Train: epochs, batches, optimiser, workers, checkpoints."""
 
@@ -127,11 +152,30 @@ class TrainSpec(StrictModel):
     comm: CommSpec | None = Field(
         None, description="gradient communication: compression hook, bucket size (unset: plain DDP)"
     )
+    strategy: Literal["ddp", "fsdp", "auto"] = Field(
+        "ddp",
+        description="data-parallel strategy: ddp keeps a full model, gradients and optimiser "
+        "state on every worker; fsdp shards them over the workers (torch FSDP, CPU/gloo or "
+        "GPU/NCCL; train.comm hooks apply to ddp only); auto estimates one worker's memory "
+        "and picks ddp, activation checkpointing, fsdp and/or smaller micro-batches with "
+        "gradient accumulation (same global batch) to fit the device, as engage plan reports",
+    )
     activation_checkpointing: bool = Field(
         False,
         description="recompute each layer block's activations in backward instead of keeping "
         "them: less memory per worker for about a third more compute (engage plan says when "
         "a worker needs it)",
+    )
+    loader: Literal["default", "auto"] = Field(
+        "default",
+        description="input pipeline settings: default, or auto to time short trials of the "
+        "loader alone (prefetch depth, loader workers, cache placement, batch size if "
+        "train.loader_search.tune_batch_size) within a memory budget and train with the "
+        "fastest; the choice and every candidate's throughput are recorded with the run",
+    )
+    loader_search: LoaderSearchSpec = Field(
+        default_factory=LoaderSearchSpec,
+        description="the search train.loader: auto makes (time and memory budget, batch size)",
     )
 
     @field_validator("resources_per_worker")
@@ -151,6 +195,15 @@ class TrainSpec(StrictModel):
             raise ValueError(
                 f"min_workers {self.min_workers} is larger than num_workers {self.num_workers}; "
                 "expected 1 <= min_workers <= num_workers"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _hooks_need_ddp(self) -> TrainSpec:
+        if self.strategy == "fsdp" and self.comm is not None and self.comm.compression != "none":
+            raise ValueError(
+                f"comm.compression {self.comm.compression} is a DDP communication hook and "
+                "strategy fsdp does not use DDP; expected comm.compression none or strategy ddp"
             )
         return self
 

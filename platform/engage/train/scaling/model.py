@@ -16,6 +16,13 @@ reduce-scatter then an all-gather, N-1 steps each, and every step waits one hop;
 all-reduces each gradient bucket on its own, so the latency is paid once per bucket. Only the
 communication left over after the backward pass (whose buckets it overlaps) lengthens the step.
 
+Workers that share a node also share its cores, memory bandwidth and caches, and gloo's
+communication threads run on the same cores: ``contention`` is how much longer one worker's
+compute takes while the other workers of its node compute too (measured by running every
+worker's step at once with no gradient exchange, over the step alone; 1 for one worker, and
+about 1 for one GPU per worker). On 2 shared CPU cores it is what separates 1 from 2 workers
+more than the all-reduce does.
+
 A synchronous step also waits for its slowest worker. Given the spread of one worker's step
 times (``jitter``: step times over their mean), the compute term on N workers is the expected
 maximum of N draws from that spread (:func:`straggler_factor`), 1 on one worker; on a quiet
@@ -126,6 +133,9 @@ class ScalingModel:
     jitter
         One worker's step times over their mean (empty: no stragglers); see
         :func:`straggler_factor`.
+    contention
+        Compute slowdown of each worker when more than one shares the node (see the module
+        docstring; 1.0: none).
     """
 
     step: StepProfile
@@ -136,6 +146,7 @@ class ScalingModel:
     rounds: int = 1
     min_compute: float = 0.0
     jitter: tuple[float, ...] = ()
+    contention: float = 1.0
 
     def comm_seconds(self, workers: int) -> float:
         """Seconds one step's gradient all-reduce takes on ``workers`` workers."""
@@ -151,6 +162,8 @@ class ScalingModel:
     def step_seconds(self, workers: int, batch: float) -> float:
         """T(N): one step on ``workers`` workers, each with ``batch`` samples."""
         compute = max(self.min_compute, self.step.compute(batch, self.speed))
+        if workers > 1:
+            compute *= self.contention
         hidden = self.overlap * self.step.backward_fraction * compute
         slowest = compute * straggler_factor(self.jitter, workers)
         return slowest + max(0.0, self.comm_seconds(workers) - hidden)

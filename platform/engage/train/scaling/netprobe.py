@@ -26,7 +26,11 @@ class ProbeResult:
     """What the probe measured on ``workers`` workers.
 
     ``allreduce`` maps bytes to median seconds; ``step_seconds`` is the median DDP step at
-    ``batch`` samples per worker and ``comm`` the median of the timer's step figures. The
+    ``batch`` samples per worker and ``comm`` the median of the timer's step figures;
+    ``local_seconds`` the median step of the plain model (no gradient exchange) with every
+    worker stepping at once (the slowest worker's): the compute of a step under the node's
+    contention; ``alone_seconds`` (more than one worker) the median plain step of rank 0 while
+    the others wait, interleaved with those: one worker's step under the same load. The
     ``_min`` twins are the fastest repeat: on a machine shared with other work the median
     includes waiting for a core, the minimum mostly does not.
     """
@@ -39,6 +43,9 @@ class ProbeResult:
     allreduce_min: dict[int, float] = field(default_factory=dict)
     step_min: float = 0.0
     step_times: tuple[float, ...] = ()
+    local_seconds: float = 0.0
+    local_min: float = 0.0
+    alone_seconds: float = 0.0
 
     @property
     def jitter(self) -> tuple[float, ...]:
@@ -47,6 +54,20 @@ class ProbeResult:
             return ()
         mean = statistics.fmean(self.step_times)
         return tuple(t / mean for t in self.step_times)
+
+
+def contention(one: ProbeResult, many: ProbeResult) -> float:
+    """How much longer one worker's compute takes while ``many.workers`` workers compute at once
+    than alone (``one``: a 1-worker probe), by median local steps; 1.0 when either is unmeasured.
+
+    The steps ``many`` timed alone, interleaved with the shared ones, are the reference when
+    it has them: on a machine whose other load comes and goes, a 1-worker probe run earlier
+    saw another machine.
+    """
+    alone = many.alone_seconds if many.alone_seconds > 0 else one.local_seconds
+    if alone <= 0 or many.local_seconds <= 0:
+        return 1.0
+    return many.local_seconds / alone
 
 
 def fit_network(workers: int, timings: dict[int, float]) -> Network:
@@ -105,45 +126,73 @@ class _ProbeWorker:
             out[size] = times[1:]
         return out
 
-    def time_steps(self, job: Any, batch: int, steps: int) -> tuple[list[float], dict[str, float]]:
-        """Seconds of each DDP training step of ``job``'s model, and the medians of the
-        communication timer's figures (DDP and a timer only with more than one worker)."""
+    def time_steps(self, job: Any, batch: int, steps: int) -> dict[str, Any]:
+        """Time ``job``'s model in three kinds of step, interleaved so that all three see the
+        same load on the machine: ``alone``, a plain step on rank 0 while the others wait (a
+        1-worker job's step; only with more than one worker); ``local``, a plain step on every
+        worker at once (no gradient exchange); ``ddp``, a DDP step (DDP and the communication
+        timer only with more than one worker), with ``comm`` the medians of the timer's figures.
+        """
         import torch.distributed as dist
         from torch import nn
 
         from engage.train.comm import apply_comm, ddp_kwargs
-        from engage.train.evaluate import loss_function, training_loss
         from engage.train.loop import build_model, make_optimizer
-        from engage.train.scaling.calibrate import random_batch
 
         comm = job.train.comm
-        model = build_model(job)
+        plain = build_model(job)
+        model = plain
         if self.world > 1:
-            model = nn.parallel.DistributedDataParallel(model, **ddp_kwargs(comm))
+            model = nn.parallel.DistributedDataParallel(plain, **ddp_kwargs(comm))
         timer = apply_comm(model, comm) if comm is not None else None
         if timer is None and self.world > 1:
             from engage.spec.models import CommSpec
 
             timer = apply_comm(model, CommSpec())
-        optimizer = make_optimizer(job.train, model.parameters())
+        step = self._stepper(job, batch)
+        plain_opt = make_optimizer(job.train, plain.parameters())
+        ddp_opt = make_optimizer(job.train, model.parameters())
+        out: dict[str, list] = {"alone": [], "local": [], "ddp": [], "comm": []}
+        for i in range(steps + 2):
+            keep = i >= 2  # DDP rebuilds its buckets after the first step
+            if self.world > 1:
+                dist.barrier()
+                seconds = step(plain, plain_opt) if self.rank == 0 else 0.0
+                out["alone"] += [seconds] if keep and self.rank == 0 else []
+            dist.barrier()
+            seconds = step(plain, plain_opt)
+            out["local"] += [seconds] if keep else []
+            dist.barrier()
+            seconds = step(model, ddp_opt)
+            figures = timer.step_metrics() if timer else {}
+            if keep:
+                out["ddp"].append(seconds)
+                out["comm"].append(figures)
+        comms = out.pop("comm")
+        keys = comms[0].keys() if comms and comms[0] else []
+        return {**out, "comm": {k: statistics.median(c[k] for c in comms) for k in keys}}
+
+    @staticmethod
+    def _stepper(job: Any, batch: int) -> Any:
+        """A function that runs one training step of a model with its optimiser on a fixed
+        random batch and returns its seconds."""
+        from engage.train.evaluate import loss_function, training_loss
+        from engage.train.scaling.calibrate import random_batch
+
         crit = loss_function(job.task)
         x, y = random_batch(
             (job.shape.window, job.shape.features, job.shape.outputs), batch, job.task
         )
-        times, comms = [], []
-        for i in range(steps + 2):
-            dist.barrier()
+
+        def step(model: Any, optimizer: Any) -> float:
+            """One step: zero the gradients, forward, backward, optimiser; its seconds."""
             t0 = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
             training_loss(model, model(x), y, job.task, crit).backward()
             optimizer.step()
-            elapsed = time.perf_counter() - t0
-            figures = timer.step_metrics() if timer else {}
-            if i >= 2:  # DDP rebuilds its buckets after the first step
-                times.append(elapsed)
-                comms.append(figures)
-        keys = comms[0].keys() if comms and comms[0] else []
-        return times, {k: statistics.median(c[k] for c in comms) for k in keys}
+            return time.perf_counter() - t0
+
+        return step
 
     def leave(self) -> None:
         """Leave the gloo group."""
@@ -196,9 +245,12 @@ def probe(
         workers=workers,
         batch=batch,
         allreduce={s: worst(statistics.median, [t[s] for t in timings]) for s in sizes},
-        step_seconds=worst(statistics.median, [t for t, _ in steps_out]),
-        comm=steps_out[0][1],
+        step_seconds=worst(statistics.median, [t["ddp"] for t in steps_out]),
+        comm=steps_out[0]["comm"],
         allreduce_min={s: worst(min, [t[s] for t in timings]) for s in sizes},
-        step_min=worst(min, [t for t, _ in steps_out]),
-        step_times=tuple(max((t for t, _ in steps_out), key=statistics.median)),
+        step_min=worst(min, [t["ddp"] for t in steps_out]),
+        step_times=tuple(max((t["ddp"] for t in steps_out), key=statistics.median)),
+        local_seconds=worst(statistics.median, [t["local"] for t in steps_out]),
+        local_min=worst(min, [t["local"] for t in steps_out]),
+        alone_seconds=statistics.median(steps_out[0]["alone"]) if workers > 1 else 0.0,
     )

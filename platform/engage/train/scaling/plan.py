@@ -71,6 +71,16 @@ class MemoryChoice:
         """Whether the chosen strategy fits the device."""
         return self.per_worker_bytes <= self.capacity_bytes
 
+    @property
+    def sharded(self) -> bool:
+        """Whether the choice shards the model state (FSDP) rather than replicating it (DDP)."""
+        return self.strategy.startswith("fsdp")
+
+    @property
+    def checkpointing(self) -> bool:
+        """Whether the choice recomputes activations in backward (activation checkpointing)."""
+        return "activation checkpointing" in self.strategy
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -152,18 +162,38 @@ def remedies(
     return out
 
 
-def choose_memory(est: MemoryEstimate, workers: int, capacity_bytes: int) -> MemoryChoice:
+def choose_memory(
+    est: MemoryEstimate, workers: int, capacity_bytes: int, checkpointable: bool = True
+) -> MemoryChoice:
     """DDP if the worker fits, else activation checkpointing, else FSDP (sharding parameters,
     gradients and optimiser state over ``workers``), else FSDP with checkpointing and the
-    largest micro-batch that fits, with gradient accumulation making up the batch."""
+    largest micro-batch that fits, with gradient accumulation making up the batch.
+
+    This one function decides for ``engage plan`` and for the trainer's ``train.strategy:
+    auto`` (:mod:`~engage.train.scaling.strategy`). A micro-batch divides the per-worker
+    batch exactly, so micro-batch x accumulation steps is the batch, not more.
+
+    Parameters
+    ----------
+    est : MemoryEstimate
+        One worker's memory at its per-worker batch.
+    workers : int
+        Workers to shard over (FSDP is only a candidate from two).
+    capacity_bytes : int
+        The device's memory; :data:`MEMORY_HEADROOM` of it is usable.
+    checkpointable : bool
+        Whether the model has layer stacks activation checkpointing can recompute; without,
+        the candidates with checkpointing are left out.
+    """
     cap = int(capacity_bytes * MEMORY_HEADROOM)
     ckpt = _checkpointed(est)
-    candidates = [("ddp", est), ("ddp + activation checkpointing", ckpt)]
+    candidates = [("ddp", est)]
+    candidates += [("ddp + activation checkpointing", ckpt)] if checkpointable else []
     if workers > 1:
-        candidates += [
-            ("fsdp", est.sharded(workers)),
-            ("fsdp + activation checkpointing", ckpt.sharded(workers)),
-        ]
+        candidates += [("fsdp", est.sharded(workers))]
+        candidates += (
+            [("fsdp + activation checkpointing", ckpt.sharded(workers))] if checkpointable else []
+        )
     for name, e in candidates:
         if e.total <= cap:
             return MemoryChoice(name, est.batch, 1, e.total, cap)
@@ -173,9 +203,15 @@ def choose_memory(est: MemoryEstimate, workers: int, capacity_bytes: int) -> Mem
     micro = int(room // per_sample) if per_sample > 0 and room > 0 else 0
     if micro < 1:
         return MemoryChoice(name, 1, est.batch, last.at_batch(1).total, cap)
-    micro = min(micro, est.batch)
-    steps = math.ceil(est.batch / micro)
+    steps = _exact_steps(est.batch, min(micro, est.batch))
+    micro = est.batch // steps
     return MemoryChoice(f"{name}, micro-batches", micro, steps, last.at_batch(micro).total, cap)
+
+
+def _exact_steps(batch: int, micro: int) -> int:
+    """The fewest accumulation steps that split ``batch`` evenly into micro-batches of at most
+    ``micro`` (a prime batch: one sample each)."""
+    return next(s for s in range(math.ceil(batch / micro), batch + 1) if batch % s == 0)
 
 
 def _checkpointed(est: MemoryEstimate) -> MemoryEstimate:

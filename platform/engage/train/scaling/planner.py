@@ -15,9 +15,10 @@ from typing import Any
 from engage.train.scaling.calibrate import Calibration, calibrate, powersgd_ratio
 from engage.train.scaling.inputs import DeviceProfile
 from engage.train.scaling.memory import MemoryEstimate, estimate_memory
-from engage.train.scaling.model import BatchMode, Network, ScalingModel
-from engage.train.scaling.netprobe import ProbeResult, fit_network
+from engage.train.scaling.model import BatchMode, Network, ScalingModel, StepProfile
+from engage.train.scaling.netprobe import ProbeResult, contention, fit_network
 from engage.train.scaling.plan import Economics, Plan, make_plan
+from engage.train.scaling.strategy import StrategyChoice, checkpointable, decide, worker_capacity
 
 GPU_OVERLAP = 0.9
 """Assumed overlap on GPUs when none is measured: NCCL all-reduces on its own stream while
@@ -61,6 +62,8 @@ class PlanReport:
     price: float
     sources: dict[str, str] = field(default_factory=dict)
     probes: list[ProbeResult] = field(default_factory=list)
+    auto: StrategyChoice | None = None
+    auto_error: str = ""
 
 
 def device_speed(request: PlanRequest, cal: Calibration) -> tuple[float, str]:
@@ -92,6 +95,75 @@ def _network(
     return fit_network(2, probes[1].allreduce), overlap, probes, "measured on Ray (2 gloo workers)"
 
 
+def ray_speed(cal: Calibration, two: ProbeResult, batch: int) -> tuple[float, str]:
+    """This machine's speed as a Ray worker sees it: the calibrated step against the step the
+    2-worker probe timed alone (rank 0 while the other waited), under the load the shared
+    steps saw; 1.0 when it timed none."""
+    if two.alone_seconds <= 0:
+        return 1.0, "this machine"
+    speed = cal.step.compute(batch) / two.alone_seconds
+    return speed, f"this machine, one Ray worker's step ({two.alone_seconds * 1e3:.2f} ms)"
+
+
+def in_step_network(step: StepProfile, network: Network, two: ProbeResult) -> Network:
+    """``network`` (fitted to back-to-back all-reduces, which give its shape: bandwidth against
+    latency) scaled so that 2 workers' all-reduce takes what the DDP hook measured inside real
+    steps (``two.comm``): the link as a training step sees it. There the all-reduce starts
+    when the slower worker is ready and runs on cores the backward pass is using, which a
+    back-to-back probe on idle processes does not see (on this 2-core machine: 3-6x longer).
+    Unchanged when the hook measured nothing.
+    """
+    in_step = two.comm.get("allreduce_seconds", 0.0)
+    fitted = ScalingModel(step, network).comm_seconds(2)
+    if in_step <= 0 or fitted <= 0:
+        return network
+    k = in_step / fitted
+    return Network(network.bandwidth / k, network.latency * k)
+
+
+def backward_share(
+    step: StepProfile,
+    network: Network,
+    hidden: float,
+    batch: int,
+    contention: float = 1.0,
+    speed: float = 1.0,
+) -> float:
+    """The model's ``overlap`` (the share of the backward pass that hides all-reduce) from the
+    communication timer's measured share of all-reduce time hidden behind backward, at 2
+    workers on this machine: the hidden seconds over the backward window (contended).
+
+    The two differ: 64% of a 23 ms all-reduce hidden behind a 90 ms backward is 16% of that
+    backward, and applying 64% of the backward as the window would hide all of it.
+    """
+    base = ScalingModel(step, network, contention=contention)
+    window = step.backward_fraction * step.compute(batch, speed) * contention
+    return min(1.0, hidden * base.comm_seconds(2) / window) if window > 0 else 0.0
+
+
+def measured_overlap_share(
+    step: StepProfile,
+    network: Network,
+    hidden: float,
+    batch: int,
+    contention: float,
+    speed: float,
+    cpu_node: bool,
+) -> tuple[float, str]:
+    """The model's ``overlap`` from the timer's measured share of all-reduce time that ran
+    beside the backward pass, and its source.
+
+    On a CPU node whose workers keep its cores busy (``cpu_node``), that share ran on the same
+    cores as the backward pass: concurrent, not hidden, so none counts (what the measured steps
+    here bear out). Elsewhere it becomes a share of the backward (:func:`backward_share`).
+    """
+    if cpu_node:
+        return CPU_OVERLAP, (
+            f"none: {hidden:.0%} of the all-reduce ran beside backward, on the same busy cores"
+        )
+    return backward_share(step, network, hidden, batch, contention, speed), "measured"
+
+
 def build_report(
     job: Any,
     samples: int,
@@ -119,16 +191,35 @@ def build_report(
         request, job, per_worker, probe, progress
     )
     speed, speed_source = device_speed(request, cal)
+    here = bool(probes) and request.device.tflops is None
+    # The slowdown of workers sharing this node's cores (a GPU each shares far less), and the
+    # all-reduce as a step here sees it, which includes waiting for the slower worker: both
+    # apply to this machine only. That wait is why no separate straggler term is added here.
+    shared = contention(probes[0], probes[1]) if here else 1.0
+    if here:
+        network = in_step_network(cal.step, network, probes[1])
+        net_source += ", scaled to the all-reduce inside DDP steps"
+        if request.speed is None:
+            speed, speed_source = ray_speed(cal, probes[1], per_worker)
+    jitter: tuple[float, ...] = ()
     default_overlap = CPU_OVERLAP if request.device.tflops is None else GPU_OVERLAP
-    overlap = request.overlap if request.overlap is not None else measured_overlap
     overlap_source = "--overlap" if request.overlap is not None else "measured"
+    overlap = request.overlap
+    if overlap is None and measured_overlap is not None:
+        overlap, overlap_source = measured_overlap_share(
+            cal.step, network, measured_overlap, per_worker, shared, speed, here
+        )
     if overlap is None:
         overlap, overlap_source = default_overlap, f"assumed for {request.device.name}"
     floor = request.device.step_floor if request.device.tflops is not None else 0.0
-    # Stragglers as measured here apply to this machine; a named device's spread is unknown.
-    jitter = probes[0].jitter if probes and request.device.tflops is None else ()
     model = ScalingModel(
-        cal.step, network, overlap=overlap, speed=speed, min_compute=floor, jitter=jitter
+        cal.step,
+        network,
+        overlap=overlap,
+        speed=speed,
+        min_compute=floor,
+        jitter=jitter,
+        contention=shared,
     )
     progress("estimating memory on the meta device")
     shape = (per_worker, job.shape.window, job.shape.features)
@@ -140,6 +231,31 @@ def build_report(
     capacity = int(request.device.memory_gib * 2**30)
     plan = make_plan(model, request.workers, batch, request.mode, econ, powersgd, memory, capacity)
     sources = {"network": net_source, "speed": speed_source, "overlap": overlap_source}
+    auto, auto_error = auto_choice(job, memory, request.device)
     return PlanReport(
-        request, cal, model, memory, plan, batch, n, spec.epochs, price, sources, probes
-    )
+        request, cal, model, memory, plan, batch, n, spec.epochs, price, sources, probes,
+        auto, auto_error,
+    )  # fmt: skip
+
+
+def auto_choice(
+    job: Any, memory: MemoryEstimate, device: DeviceProfile
+) -> tuple[StrategyChoice | None, str]:
+    """What ``train.strategy: auto`` chooses for the spec's own workers and batch: the same
+    decision the trainer makes (:func:`~engage.train.scaling.strategy.decide`), against this
+    node's memory, or the ``--device`` profile's for a GPU job planned where no GPU is.
+    Returns the choice, or None and why nothing fits.
+    """
+    import torch
+
+    from engage.errors import TrainingError
+
+    spec = job.train
+    if spec.use_gpu and not torch.cuda.is_available():
+        capacity = int(device.memory_gib * 2**30), f"{device.name} profile, no GPU here"
+    else:
+        capacity = worker_capacity(spec)
+    try:
+        return decide(memory, spec, *capacity, checkpointable(job)), ""
+    except TrainingError as exc:
+        return None, exc.message

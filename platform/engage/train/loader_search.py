@@ -1,0 +1,298 @@
+"""The search behind ``train.loader: auto``, as pure functions: candidates, budgets, choice.
+
+A candidate is one setting of the input pipeline (:class:`Candidate`). :func:`search`
+times candidates through a function it is given, skipping any that would not fit the
+memory budget or would leave too little memory free (it re-reads what is free before every
+trial, so it backs off when something else takes memory meanwhile), stops at its time
+budget, and returns the fastest with every trial as evidence (:class:`TuneResult`).
+:func:`two_phase_search` spends a short budget well: first each kind of loader (inline or
+with worker processes, cached or from storage, each batch size) at the default prefetch
+depth, then the other prefetch depths of the fastest only. Nothing here reads a clock or
+the node's memory unless given the default functions, so tests pass fakes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+#: Memory left free whatever the budget says: the back-off margin below which no trial runs.
+RESERVE_BYTES = 512 * 2**20
+PREFETCH_DEPTHS = (1, 2, 4, 8)
+DEFAULT_PREFETCH = 2  # torch's DataLoader and Ray Data's iterators both default to 2
+#: Share of the time budget the first phase (kinds of loader) may take; the rest tries the
+#: fastest kind's other prefetch depths.
+FIRST_PHASE = 0.6
+#: Candidates within this share of the fastest count as ties, and the cheapest of them (the
+#: first tried: fewer processes, less memory) is chosen: short trials cannot tell them apart.
+TIE = 0.05
+
+Cache = Literal["memory", "storage"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One setting of the input pipeline.
+
+    Attributes
+    ----------
+    prefetch : int
+        Batches loaded ahead of the step (per loader worker; Ray Data's ``prefetch_batches``
+        on a streamed split).
+    workers : int
+        Loader processes preprocessing in parallel; 0 loads inline between steps.
+    batch : int
+        Windows per step and worker.
+    cache : str
+        ``memory`` (decoded windows held in memory) or ``storage`` (read every epoch).
+    """
+
+    prefetch: int
+    workers: int
+    batch: int
+    cache: Cache = "memory"
+
+    def footprint(self, window_bytes: int, dataset_bytes: int) -> int:
+        """Bytes this setting holds at once: batches in flight, plus the cache when in memory.
+
+        Each in-flight batch is counted twice (the loader's copy and the one handed over).
+        """
+        in_flight = self.prefetch * max(1, self.workers) * self.batch * window_bytes * 2
+        return in_flight + (dataset_bytes if self.cache == "memory" else 0)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """What became of one candidate: its throughput, or why it was not run.
+
+    ``loader_samples_per_s`` is the loader alone, as timed; ``samples_per_s`` the training
+    throughput predicted from it (:func:`predicted_rate`), by which candidates are ranked.
+    """
+
+    candidate: Candidate
+    samples_per_s: float | None = None
+    seconds: float = 0.0
+    skipped: str = ""  # why it did not run: over the memory budget, or out of time
+    loader_samples_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """The chosen setting and the evidence: every candidate's trial, in search order."""
+
+    chosen: Candidate
+    trials: tuple[Trial, ...]
+    budget_bytes: int
+    seconds: float = 0.0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def params(self) -> dict[str, str]:
+        """The choice as run parameters (``loader.*``)."""
+        best = next((t for t in self.trials if t.candidate == self.chosen), None)
+        rate = best.samples_per_s if best is not None else None
+        return {
+            "loader.mode": "auto",
+            **{f"loader.{k}": str(v) for k, v in asdict(self.chosen).items()},
+            "loader.samples_per_s": f"{rate:.1f}" if rate is not None else "not measured",
+        }
+
+    def evidence(self) -> dict[str, Any]:
+        """Everything the search saw, for the run's ``loader_tuning.json`` artifact."""
+        return {
+            "chosen": asdict(self.chosen),
+            "memory_budget_bytes": self.budget_bytes,
+            "search_seconds": round(self.seconds, 3),
+            "notes": list(self.notes),
+            "trials": [
+                {
+                    **asdict(t.candidate),
+                    "samples_per_s": t.samples_per_s,
+                    "loader_samples_per_s": t.loader_samples_per_s,
+                    "seconds": round(t.seconds, 4),
+                    "skipped": t.skipped,
+                }
+                for t in self.trials
+            ],
+        }
+
+
+def memory_budget(fraction: float, available: Callable[[], int] | None = None) -> int:
+    """``fraction`` of the node's available memory now, in bytes (psutil's reading).
+
+    Raises
+    ------
+    ValueError
+        If ``fraction`` is not in (0, 1].
+    """
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"memory fraction must be in (0, 1], got {fraction}")
+    return int(fraction * (available or available_memory)())
+
+
+def available_memory() -> int:
+    """Bytes of memory the node can still give without swapping (psutil)."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def candidate_space(
+    batch: int, cores: int, *, tune_batch: bool = False, storage: bool = True
+) -> list[Candidate]:
+    """The kinds of loader worth trying, each at its default prefetch depth, cheapest first.
+
+    Parameters
+    ----------
+    batch : int
+        The spec's per-worker batch.
+    cores : int
+        CPU cores the loader may use: loader workers go up to ``cores - 1`` (one is the
+        training step's), at most 4.
+    tune_batch : bool
+        Also try half and twice ``batch`` (the spec's opt-in).
+    storage : bool
+        Also try reading from storage every epoch instead of caching in memory.
+    """
+    batches = [batch] + ([b for b in (batch // 2, batch * 2) if b >= 1] if tune_batch else [])
+    workers = [0] + [n for n in (1, 2, 4) if n <= max(0, cores - 1)]
+    caches: list[Cache] = ["memory", "storage"] if storage else ["memory"]
+    return [
+        Candidate(DEFAULT_PREFETCH if n else 1, n, b, cache)  # inline prefetches nothing
+        for b in batches
+        for cache in caches
+        for n in workers
+    ]
+
+
+def predicted_rate(c: Candidate, loader_rate: float, compute_s_per_window: float) -> float:
+    """Training samples per second under ``c``, from its loader's rate alone and the step's.
+
+    Inline loading (no loader workers) runs between steps, so a batch costs its loading plus
+    its compute; loader workers load while the step computes, so a batch costs the slower of
+    the two (DS-Analyzer's overlap model; the profiler predicts remedies the same way).
+    ``compute_s_per_window`` is the training step's seconds per window (0: loader alone).
+    """
+    if loader_rate <= 0:
+        return 0.0
+    load, compute = 1.0 / loader_rate, compute_s_per_window
+    per_window = max(load, compute) if c.workers else load + compute
+    return 1.0 / per_window
+
+
+def prefetch_variants(c: Candidate) -> list[Candidate]:
+    """``c`` at the other prefetch depths (none for inline loading, which has no queue)."""
+    if not c.workers:
+        return []
+    return [Candidate(d, c.workers, c.batch, c.cache) for d in PREFETCH_DEPTHS if d != c.prefetch]
+
+
+def search(
+    candidates: Sequence[Candidate],
+    time_fn: Callable[[Candidate], float],
+    *,
+    budget_bytes: int,
+    footprint: Callable[[Candidate], int],
+    available: Callable[[], int] = available_memory,
+    time_budget_s: float = 5.0,
+    clock: Callable[[], float] = time.perf_counter,
+    reserve_bytes: int = RESERVE_BYTES,
+    predict: Callable[[Candidate, float], float] = lambda c, rate: rate,
+) -> TuneResult:
+    """Time each candidate that fits in memory until the time budget is spent; pick the fastest.
+
+    Parameters
+    ----------
+    candidates : sequence of Candidate
+        In the order to try them; the first is the fallback when none can be timed.
+    time_fn : callable
+        Samples per second of the loader alone under one candidate.
+    predict : callable
+        The training throughput a candidate's loader rate gives (:func:`predicted_rate`);
+        by default the loader rate itself.
+    budget_bytes : int
+        The most a candidate may hold (:func:`memory_budget`).
+    footprint : callable
+        Bytes a candidate would hold (usually :meth:`Candidate.footprint`).
+    available : callable
+        Memory free now, read before each trial: a candidate that would leave less than
+        ``reserve_bytes`` free is skipped (backed off) even within the budget.
+    time_budget_s : float
+        Wall time for all trials; a trial under way finishes, the rest are not tried.
+    clock : callable
+        Seconds, for the time budget (a fake in tests).
+
+    Raises
+    ------
+    ValueError
+        If there are no candidates.
+    """
+    if not candidates:
+        raise ValueError("no loader candidates to search")
+    start = clock()
+    trials: list[Trial] = []
+    for c in candidates:
+        need = footprint(c)
+        if clock() - start >= time_budget_s:
+            trials.append(
+                Trial(c, skipped=f"not tried: the {time_budget_s:.1f} s budget was spent")
+            )
+        elif need > budget_bytes:
+            trials.append(
+                Trial(c, skipped=f"needs {_mib(need)}, over the {_mib(budget_bytes)} budget")
+            )
+        elif (free := available()) - need < reserve_bytes:
+            trials.append(Trial(c, skipped=f"needs {_mib(need)}, {_mib(free)} free: backed off"))
+        else:
+            t0 = clock()
+            rate = time_fn(c)
+            trials.append(Trial(c, predict(c, rate), clock() - t0, loader_samples_per_s=rate))
+    best = _cheapest_fast(trials)
+    notes = () if best else ("no candidate could be timed: the first is kept",)
+    chosen = best.candidate if best else candidates[0]
+    return TuneResult(chosen, tuple(trials), budget_bytes, clock() - start, notes)
+
+
+def _cheapest_fast(trials: Sequence[Trial]) -> Trial | None:
+    """The first trial within :data:`TIE` of the fastest (trials run cheapest first)."""
+    timed = [t for t in trials if t.samples_per_s is not None]
+    if not timed:
+        return None
+    fastest = max(t.samples_per_s or 0.0 for t in timed)
+    return next(t for t in timed if (t.samples_per_s or 0.0) >= (1 - TIE) * fastest)
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def two_phase_search(
+    kinds: Sequence[Candidate],
+    time_fn: Callable[[Candidate], float],
+    *,
+    time_budget_s: float,
+    clock: Callable[[], float] = time.perf_counter,
+    **limits: Any,
+) -> TuneResult:
+    """:func:`search` over ``kinds`` for :data:`FIRST_PHASE` of the time budget, then over
+    the fastest kind's other prefetch depths (:func:`prefetch_variants`) for the rest.
+
+    ``limits`` are :func:`search`'s memory arguments (``budget_bytes``, ``footprint``,
+    ``available``, ``reserve_bytes``), applied in both phases.
+
+    Raises
+    ------
+    ValueError
+        If there are no candidates.
+    """
+    start = clock()
+    first = search(kinds, time_fn, time_budget_s=time_budget_s * FIRST_PHASE, clock=clock, **limits)
+    variants = prefetch_variants(first.chosen) if not first.notes else []
+    left = time_budget_s - (clock() - start)
+    if not variants or left <= 0:
+        return first
+    second = search(variants, time_fn, time_budget_s=left, clock=clock, **limits)
+    trials = first.trials + second.trials
+    best = _cheapest_fast(trials) or first.trials[0]
+    return TuneResult(best.candidate, trials, first.budget_bytes, clock() - start)
