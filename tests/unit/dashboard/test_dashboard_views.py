@@ -67,6 +67,25 @@ def test_job_series_bins_steps_into_step_time_throughput_and_stall_ratio() -> No
     assert "all-reduce" not in by  # a run without train.comm timing has no all-reduce series
 
 
+def test_job_series_shows_the_share_of_step_time_copying_batches_to_the_device() -> None:
+    from engage.monitor.views.job import MAX_POINTS, SERIES, job_series
+
+    n = 3 * MAX_POINTS
+    history = {
+        "step_seconds": _points([0.1] * n),
+        "data_wait_seconds": _points([0.02] * n),
+        "host_to_device_seconds": _points([0.01] * n),
+    }
+
+    series = job_series(history)
+
+    by = {name: part["value"] for name, part in series.groupby("series")}
+    assert len(by["host-to-device"]) == MAX_POINTS
+    assert by["host-to-device"].to_numpy() == pytest.approx(0.1)
+    assert by["data stall"].to_numpy() == pytest.approx(0.2)
+    assert SERIES["host-to-device"][1] == "share"
+
+
 def test_job_series_shows_the_share_of_step_time_blocked_on_allreduce() -> None:
     from engage.monitor.views.job import MAX_POINTS, SERIES, job_series
 

@@ -1,10 +1,11 @@
-"""The Job page: one job over time: step time, throughput, data stall, all-reduce, CPU, memory.
+"""The Job page: one job over time: step time, throughput, data stall, host-to-device copy,
+all-reduce, CPU, memory.
 
 Training workers report per-step timings (``step_seconds``, ``data_wait_seconds``,
-``samples``, and ``allreduce_blocked_seconds`` when ``train.comm`` times DDP's gradient
+``host_to_device_seconds``, ``samples``, and ``allreduce_blocked_seconds`` when ``train.comm`` times DDP's gradient
 all-reduce) and their process's resources (``worker_cpu_seconds``, cumulative, and
 ``worker_resident_memory_bytes``); the runner sends rank 0's to MLflow through its spool
-while the job runs (``engage.runtime.pipeline._MetricSink``). Those histories are the
+while the job runs (``engage.tracking.sinks.MetricSink``). Those histories are the
 page's time series, binned to at most a few hundred points. The job's own ``/metrics``
 endpoint (through :mod:`engage.monitor.live`) adds what is true right now: its stage,
 the data stall ratio over the last minute, seconds since its last step, and how much the
@@ -29,12 +30,23 @@ SERIES = {
     "step time": ("Step time (rank 0)", "seconds per step"),
     "throughput": ("Throughput (rank 0)", "samples per second"),
     "data stall": ("Data-stall ratio: step time spent waiting for data", "share"),
+    "host-to-device": ("Host-to-device: step time spent copying batches to the device", "share"),
     "all-reduce": ("All-reduce: step time blocked on gradient communication", "share"),
     "cpu": ("CPU of the rank 0 worker", "cores busy"),
     "memory": ("Memory of the rank 0 worker", "resident MiB"),
 }
-STEP_KEYS = ("step_seconds", "data_wait_seconds", "samples", "allreduce_blocked_seconds")
-SHARES = ("data stall", "all-reduce")  # the series that are a share of step time (0-1)
+STEP_KEYS = (
+    "step_seconds",
+    "data_wait_seconds",
+    "host_to_device_seconds",
+    "samples",
+    "allreduce_blocked_seconds",
+)
+SHARES = (
+    "data stall",
+    "host-to-device",
+    "all-reduce",
+)  # the series that are a share of step time (0-1)
 RESOURCE_KEYS = ("worker_cpu_seconds", "worker_resident_memory_bytes")
 EPOCH_THROUGHPUT = "samples_per_second"
 MAX_POINTS = 300  # bins per series: enough for a curve, few enough for the browser
@@ -87,7 +99,8 @@ def job_series(history: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
     ``history`` maps an MLflow metric key to its points (columns time, value). Steps are
     binned by time: step time is the bin's mean, throughput its samples over its step
-    time, the data-stall ratio its waiting over its step time, all-reduce its time blocked
+    time, the data-stall ratio its waiting over its step time, host-to-device its copying
+    over its step time (the rest of a step is compute), all-reduce its time blocked
     on gradient all-reduce over its step time (only for runs that report it). CPU is the
     increase of the cumulative CPU seconds per wall second, memory the resident size in MiB.
     """
@@ -121,7 +134,12 @@ def _steps(history: dict[str, pd.DataFrame]) -> pd.DataFrame:
     seconds = steps.groupby(bins)["value"]
     out = [_binned(seconds.mean(), steps, bins, "step time")]
     total = seconds.sum()
-    for key, name in (("samples", "throughput"), ("data_wait_seconds", "data stall")):
+    shares = (
+        ("samples", "throughput"),
+        ("data_wait_seconds", "data stall"),
+        ("host_to_device_seconds", "host-to-device"),
+    )
+    for key, name in shares:
         other = history.get(key)
         if other is not None and len(other) == len(steps):
             # One point per step for each key: the same bins line up step for step.
