@@ -24,6 +24,9 @@ from engage.events import Event
 
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 STALL_WINDOW_S = 60.0  # the data stall and comm blocked ratios cover this much training time
+# The parts of a step's time the stall window sums, as indices into JobMetrics._sums.
+_WAIT, _COPY, _COMPUTE, _BLOCKED = range(4)
+_PARTS = 4
 
 JOB = ("job", "run_id")
 WORKER = ("job", "run_id", "rank")
@@ -169,11 +172,11 @@ class JobMetrics:
             registry=r,
         )
         self._lock = threading.Lock()
-        # (time, wait, compute, blocked on all-reduce, host-to-device copy): blocked time is
-        # part of compute time; a step's time is wait + copy + compute
-        self._window: deque[tuple[float, float, float, float, float]] = deque()
-        self._window_wait = self._window_compute = self._window_blocked = 0.0  # running sums
-        self._window_copy = 0.0
+        # (time, part, seconds) of each step part reported (_WAIT, _COPY, _COMPUTE, _BLOCKED),
+        # and each part's running sum over the window: blocked time is part of compute time;
+        # a step's time is wait + copy + compute
+        self._window: deque[tuple[float, int, float]] = deque()
+        self._sums = [0.0] * _PARTS
         self._comm_seen = False  # the blocked ratio is exported only for jobs that time all-reduce
         self._cpu_seen: dict[str, float] = {}
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
@@ -224,29 +227,6 @@ class JobMetrics:
             child = self._children[key] = metric.labels(**labels)
         return child
 
-    def _wait(self, labels: dict, seconds: float, at: float) -> None:
-        self._child(self.data_wait, labels).inc(max(seconds, 0.0))
-        self._window.append((at, seconds, 0.0, 0.0, 0.0))
-        self._window_wait += seconds
-
-    def _copy(self, labels: dict, seconds: float, at: float) -> None:
-        seconds = max(seconds, 0.0)
-        self._child(self.host_to_device, labels).inc(seconds)
-        self._window.append((at, 0.0, 0.0, 0.0, seconds))
-        self._window_copy += seconds
-
-    def _compute(self, labels: dict, seconds: float, at: float) -> None:
-        self._child(self.compute, labels).inc(max(seconds, 0.0))
-        self._window.append((at, 0.0, seconds, 0.0, 0.0))
-        self._window_compute += seconds
-
-    def _blocked(self, labels: dict, seconds: float, at: float) -> None:
-        seconds = max(seconds, 0.0)
-        self._child(self.allreduce_blocked, labels).inc(seconds)
-        self._window.append((at, 0.0, 0.0, seconds, 0.0))
-        self._window_blocked += seconds
-        self._comm_seen = True
-
     def _cpu_total(self, labels: dict, seconds: float, at: float) -> None:
         # Workers report their process's cumulative CPU time; the counter takes the increase.
         key = labels["rank"]
@@ -275,21 +255,17 @@ class JobMetrics:
         # the window holds tens of thousands of entries and summing them cost more than the
         # training step (benchmarks/monitor_overhead.py).
         while self._window and self._window[0][0] < now - STALL_WINDOW_S:
-            _, w, c, b, h = self._window.popleft()
-            self._window_wait -= w
-            self._window_compute -= c
-            self._window_blocked -= b
-            self._window_copy -= h
+            _, part, seconds = self._window.popleft()
+            self._sums[part] -= seconds
         if not self._window:  # no float drift carried over
-            self._window_wait = self._window_compute = self._window_blocked = 0.0
-            self._window_copy = 0.0
-        wait = self._window_wait
-        busy = wait + max(self._window_copy, 0.0) + self._window_compute  # the steps' time
+            self._sums = [0.0] * _PARTS
+        wait, copy, compute, blocked = self._sums
+        busy = wait + max(copy, 0.0) + compute  # the steps' time
         if busy > 0:
             self._child(self.stall_ratio, self.labels).set(wait / busy)
             if self._comm_seen:
                 # Blocked time lies inside compute time, so the share is of the same busy time.
-                blocked = min(self._window_blocked, self._window_compute)
+                blocked = min(blocked, compute)
                 self._child(self.comm_blocked_ratio, self.labels).set(max(blocked, 0.0) / busy)
 
     # -- set directly by the job ---------------------------------------------------------------
@@ -335,18 +311,31 @@ def _set(gauge_name: str):
     return handler
 
 
+def _timed(counter_name: str, part: int):
+    def handler(m: JobMetrics, labels: dict, value: float, at: float) -> None:
+        """Add ``value`` seconds to counter ``counter_name`` and to the stall window's
+        ``part`` of the step."""
+        seconds = max(value, 0.0)
+        m._child(getattr(m, counter_name), labels).inc(seconds)
+        m._window.append((at, part, seconds))
+        m._sums[part] += seconds
+        m._comm_seen = m._comm_seen or part == _BLOCKED
+
+    return handler
+
+
 _WORKER_HANDLERS = {
     "step_seconds": JobMetrics._step,
-    "data_wait_seconds": JobMetrics._wait,
-    "host_to_device_seconds": JobMetrics._copy,
-    "compute_seconds": JobMetrics._compute,
+    "data_wait_seconds": _timed("data_wait", _WAIT),
+    "host_to_device_seconds": _timed("host_to_device", _COPY),
+    "compute_seconds": _timed("compute", _COMPUTE),
     "samples": lambda m, labels, v, at: m._child(m.samples, labels).inc(v),
     "worker_cpu_seconds": JobMetrics._cpu_total,
     "worker_resident_memory_bytes": _set("rss"),
     "gpu_utilization_ratio": _set("gpu_util"),
     "gpu_memory_used_bytes": _set("gpu_memory"),
     "allreduce_seconds": _add("allreduce"),
-    "allreduce_blocked_seconds": JobMetrics._blocked,
+    "allreduce_blocked_seconds": _timed("allreduce_blocked", _BLOCKED),
     "allreduce_buckets": _add("allreduce_buckets"),
     "allreduce_overlap": _set("allreduce_overlap"),
 }
