@@ -223,7 +223,8 @@ def fit(
     Parameters
     ----------
     job : TrainJob
-        What every worker trains.
+        What every worker trains, its ``train.strategy`` already named (the train stage
+        resolves ``auto`` with :func:`engage.train.scaling.strategy.resolve` and tags the run).
     pump : EventPump
         Forwards the workers' events to the job's sinks while training runs.
     storage : Path
@@ -243,15 +244,11 @@ def fit(
         a loss that became NaN), unwrapped from Ray's error.
     TrainingError
         If training failed otherwise (more worker failures than ``train.max_failures``),
-        ended without a checkpoint, or its final checkpoint does not verify; or if
-        ``train.strategy: auto`` finds no strategy that fits the workers' memory.
+        ended without a checkpoint, or its final checkpoint does not verify.
     """
     from ray.train import CheckpointConfig, FailureConfig, RunConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
-    from engage.train.scaling.strategy import resolve
-
-    job, _ = resolve(job)  # train.strategy auto (the pipeline stage resolved and tagged it)
     check_model(job)
     job = dataclasses.replace(job, checkpoint_root=str(Path(storage) / name))
     trainer = TorchTrainer(
