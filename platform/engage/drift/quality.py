@@ -9,7 +9,10 @@ on each side, never narrower than the training extremes (:func:`robust_range`), 
 daily excursion just past a short reference's extremes is not "out of range".
 Stuck: a feature constant in under ``stuck_tolerance`` of its training windows is stuck
 after ``window`` equal readings; one that was legitimately constant for spans (light at
-night) only after twice its longest constant training span (:func:`stuck_span`).
+night) only after twice its longest constant training span (:func:`stuck_span`). A
+quantised sensor (a thermometer in 0.1-degree steps in a quiet room) repeats its last
+reading by chance: a run its training repeat rate makes likely is not stuck
+(:func:`chance_run`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,10 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from engage.drift.base import DriftDetector, DriftResult, FeatureDrift, register_detector
 from engage.drift.reference import FeatureStats, Reference
+
+# A run of equal readings this unlikely per row under the sensor's training repeat rate is
+# called stuck: about one chance run in 10,000 rows, the live default's rate of false alarms.
+STUCK_CHANCE = 1e-4
 
 
 @dataclass(frozen=True)
@@ -135,15 +142,31 @@ def stuck_span(stats: FeatureStats, window: int, tolerance: float) -> int | None
     """Rows of identical readings that make a sensor stuck; None: never called stuck.
 
     A feature constant in under ``tolerance`` of its training windows is stuck after
-    ``window`` equal rows. One that was legitimately constant (light at night) is stuck
-    only after twice its longest constant training span, when that span is known;
-    otherwise (a reference of windows in random order) it is not checked.
+    ``window`` equal rows, or after the run its training repeat rate makes a chance event
+    (:func:`chance_run`), whichever is longer. One that was legitimately constant (light at
+    night) is stuck only after twice its longest constant training span, when that span is
+    known; otherwise (a reference of windows in random order) it is not checked.
     """
     if stats.constant_window_rate < tolerance:
-        return window
+        return max(window, chance_run(stats.repeat_rate, stats.repeat_pairs))
     if stats.longest_constant > 0:
         return max(window, 2 * stats.longest_constant + 1)
     return None
+
+
+def chance_run(rate: float, pairs: int, chance: float = STUCK_CHANCE) -> int:
+    """Shortest run of equal readings that a sensor repeating its last reading with
+    probability ``rate`` (measured over ``pairs`` consecutive training pairs) reaches with
+    probability under ``chance`` per row: the smallest ``s`` with ``p ** (s - 1) <= chance``,
+    where ``p`` is the rate's 95 % upper (Wilson) bound, so a short reference that saw few
+    repeats does not make chance runs look stuck. 1 when the sensor never repeated."""
+    if pairs <= 0 or rate <= 0.0:
+        return 1
+    z = 1.96
+    centre = rate + z * z / (2 * pairs)
+    spread = z * math.sqrt(rate * (1 - rate) / pairs + z * z / (4 * pairs * pairs))
+    high = min((centre + spread) / (1 + z * z / pairs), 1.0 - 1e-9)
+    return 1 + math.ceil(math.log(chance) / math.log(high))
 
 
 @register_detector("quality")

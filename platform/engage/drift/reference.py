@@ -42,6 +42,11 @@ class FeatureStats:
     # Longest run of identical consecutive training rows (0: unknown, e.g. captured from
     # windows in random order): a live span up to twice as long is normal, not stuck.
     longest_constant: int = 0
+    # Share of consecutive readings (rows in time order, or steps within a window) equal to
+    # the one before, over ``repeat_pairs`` pairs (0: unknown): a quantised sensor repeats
+    # by chance, and a run that rate makes likely is not a stuck sensor.
+    repeat_rate: float = 0.0
+    repeat_pairs: int = 0
 
 
 @dataclass(frozen=True)
@@ -173,12 +178,14 @@ def _stats(values: np.ndarray, windows: np.ndarray | None, in_order: bool) -> Fe
     order, so constant spans can be measured on them (windows of ``CONSTANT_SPAN`` rows)."""
     finite = values[np.isfinite(values)]
     q = np.quantile(finite, QUANTILES) if len(finite) else np.full(len(QUANTILES), np.nan)
-    constant, longest = 0.0, 0
+    constant, longest, repeats = 0.0, 0, np.empty(0, dtype=bool)
     if windows is not None:
         constant = float(np.mean(np.ptp(windows, axis=1) == 0))
+        repeats = (windows[:, 1:] == windows[:, :-1]).ravel()
     elif in_order and len(values) >= CONSTANT_SPAN:
         flat = np.ptp(sliding_window_view(values, CONSTANT_SPAN), axis=1) == 0
         constant, longest = float(flat.mean()), _longest_run(values)
+        repeats = values[1:] == values[:-1]
     return FeatureStats(
         mean=float(finite.mean()),
         std=float(finite.std()),
@@ -187,6 +194,9 @@ def _stats(values: np.ndarray, windows: np.ndarray | None, in_order: bool) -> Fe
         quantiles={f"{p:g}": float(v) for p, v in zip(QUANTILES, q, strict=True)},
         constant_window_rate=constant,
         longest_constant=longest,
+        repeat_rate=float(repeats.mean()) if len(repeats) else 0.0,
+        # Sliding windows share their steps: count one fresh pair per window, not w - 1.
+        repeat_pairs=len(windows) if windows is not None else len(repeats),
     )
 
 
