@@ -45,8 +45,8 @@ EventKind = Literal["metric", "progress", "lifecycle"]
 MAX_BATCH = 256
 #: A worker's batch: each push to the hub is a Ray task submission, about 1.8 ms of the
 #: worker's CPU whatever its size on 2 loaded cores (benchmarks/tracking_overhead.py,
-#: worker section), so a worker sends four times fewer, larger pushes. 1024 rows pickle to
-#: about 46 KB, under Ray's 100 KB limit for objects passed inline. Time bounds the loss
+#: worker section), so a worker sends four times fewer, larger pushes. 1024 points, one
+#: row per ``metrics()`` call, pickle well under Ray's 100 KB limit for inline objects. Time bounds the loss
 #: window, not size: ``MAX_AGE_S`` holds on a worker as on the driver.
 HUB_MAX_BATCH = 1024
 MAX_AGE_S = 0.5
@@ -54,6 +54,10 @@ HUB_POLL_S = 0.25
 #: How long a poll waits for the hub's answer to its drain (a Ray round trip, ~1 ms idle);
 #: an answer later than that is collected by the next poll.
 DRAIN_HOP_S = 0.05
+
+_Row = tuple  # an Event's fields in declaration order: (kind, name, value, step, ts, labels, data)
+#: The kind of a row holding one metrics() call: names and values are tuples, data is None.
+_POINTS = "points"
 
 
 def now_ms() -> int:
@@ -123,8 +127,12 @@ class Reporter:
         if max_batch is None:  # the transport's own preference (the hub's), else MAX_BATCH
             max_batch = getattr(transport, "max_batch", MAX_BATCH)
         self._labels = dict(labels or {})
-        self._buffer: list[Event] = []
-        self._ready: list[list[Event]] = []  # full batches waiting for the background thread
+        # Events, and one row per metrics() call (:data:`_POINTS`): expanded into Events for
+        # a transport that wants them, sent as they are to the hub (``takes_rows``).
+        self._buffer: list[Event | _Row] = []
+        self._count = 0  # points in the buffer: max_batch counts points, not calls
+        self._ready: list[list[Event | _Row]] = []  # full batches for the background thread
+        self._rows_ok = bool(getattr(transport, "takes_rows", False))
         self._max_batch = max_batch
         self._max_age_s = max_age_s
         self._oldest = 0.0
@@ -144,19 +152,26 @@ class Reporter:
 
     def metric(self, name: str, value: float, step: int | None = None) -> None:
         """Report one metric point (sent within ``max_age_s``)."""
-        self._add([Event("metric", name, float(value), step, labels=self._labels)])
+        self._add((_POINTS, (name,), (float(value),), step, now_ms(), self._labels, None), 1)
 
     def metrics(self, values: Mapping[str, float], step: int | None = None) -> None:
-        """Report several metric points sharing one timestamp and step."""
-        self._add(_metric_events(values, step, now_ms(), self._labels))
+        """Report several metric points sharing one timestamp and step.
+
+        This is what a training step pays to report (issue 11): one tuple of the names and
+        one of the values, whatever their number; the Events are built off the step, by the
+        transport's thread or on the driver.
+        """
+        if values:
+            row = (_POINTS, tuple(values), tuple(map(float, values.values())), step)
+            self._add((*row, now_ms(), self._labels, None), len(values))
 
     def progress(self, name: str, **data: Any) -> None:
         """Report a progress tick (for displays; not a metric)."""
-        self._add([Event("progress", name, labels=self._labels, data=data)])
+        self._add(Event("progress", name, labels=self._labels, data=data), 1)
 
     def lifecycle(self, name: str, **data: Any) -> None:
         """Report a lifecycle change and send it, with everything before it, at once."""
-        self._add([Event("lifecycle", name, labels=self._labels, data=data)])
+        self._add(Event("lifecycle", name, labels=self._labels, data=data), 1)
         self.flush()
 
     def flush(self, wait: bool = False) -> None:
@@ -173,10 +188,10 @@ class Reporter:
                 batches, self._ready = self._ready, []
                 if everything and self._buffer:
                     batches.append(self._buffer)
-                    self._buffer = []
+                    self._buffer, self._count = [], 0
             for i, batch in enumerate(batches):
                 try:
-                    self._transport.send(batch, wait)
+                    self._transport.send(batch if self._rows_ok else _from_rows(batch), wait)
                 except BaseException:
                     with self._lock:  # keep the points for the next try, in their order
                         self._ready[:0] = batches[i:]
@@ -187,18 +202,19 @@ class Reporter:
             error, self._error = self._error, None
             raise error
 
-    def _add(self, new: list[Event]) -> None:
+    def _add(self, entry: Event | _Row, points: int) -> None:
         if self._error is not None:
             self._raise_pending()
         now = time.monotonic()
         with self._lock:
             if not self._buffer:
                 self._oldest = now
-            self._buffer.extend(new)
+            self._buffer.append(entry)
+            self._count += points
             old = now - self._oldest > self._max_age_s
-            if len(self._buffer) >= self._max_batch:
+            if self._count >= self._max_batch:
                 self._ready.append(self._buffer)
-                self._buffer = []
+                self._buffer, self._count = [], 0
             backlog = len(self._ready) > _MAX_READY
             soon = bool(self._ready) and not backlog
             arm = bool(self._buffer) and not self._timer_set
@@ -239,19 +255,23 @@ _MAX_READY = 4  # full batches a Reporter lets wait for the background thread
 
 
 def _metric_events(
-    values: Mapping[str, float], step: int | None, ts: int, labels: Mapping[str, str]
+    names: Sequence[str],
+    values: Sequence[float],
+    step: int | None,
+    ts: int,
+    labels: Mapping[str, str],
 ) -> list[Event]:
-    """``[Event("metric", name, float(value), step, ts, labels) ...]``, built the cheap way
-    (as :func:`_from_rows`, the fields straight into each instance dict, without the
-    intermediate row: a quarter less): this is what a training step pays to report."""
+    """``[Event("metric", name, value, step, ts, labels) ...]`` of one :data:`_POINTS` row,
+    built the cheap way (as :func:`_from_rows`, the fields straight into each instance
+    dict)."""
     events = []
     new = object.__new__
-    for name, value in values.items():
+    for name, value in zip(names, values, strict=True):
         event = new(Event)
         fields = event.__dict__
         fields["kind"] = "metric"
         fields["name"] = name
-        fields["value"] = float(value)
+        fields["value"] = value
         fields["step"] = step
         fields["timestamp_ms"] = ts
         fields["labels"] = labels
@@ -330,9 +350,6 @@ class FanOut:
             sink.emit(events)
 
 
-_Row = tuple  # an Event's fields in declaration order: (kind, name, value, step, ts, labels, data)
-
-
 def _to_rows(events: Sequence[Event | _Row]) -> list[_Row]:
     """Events as plain tuples for a trip through Ray: its cloudpickle calls back into Python
     for every dataclass instance, and serialised a 256-event batch of them six times slower
@@ -345,13 +362,20 @@ def _to_rows(events: Sequence[Event | _Row]) -> list[_Row]:
     ]
 
 
-def _from_rows(rows: Sequence[_Row]) -> list[Event]:
+def _from_rows(rows: Sequence[Event | _Row]) -> list[Event]:
     """The Events of :func:`_to_rows` again, equal to the originals, at a third of the cost
     of ``Event(*row)``: a frozen dataclass's ``__init__`` sets each field through
     ``object.__setattr__``, which was most of what a training step paid to report
-    (benchmarks/tracking_overhead.py). The fields go straight into the instance dict."""
+    (benchmarks/tracking_overhead.py). The fields go straight into the instance dict. A
+    :data:`_POINTS` row becomes one metric Event per name; an Event passes as it is."""
     events = []
     for row in rows:
+        if type(row) is not tuple:
+            events.append(row)
+            continue
+        if row[0] == _POINTS:
+            events += _metric_events(row[1], row[2], row[3], row[4], row[5])
+            continue
         event = object.__new__(Event)
         fields = event.__dict__
         (
@@ -390,16 +414,18 @@ class EventHub:
 class HubTransport:
     """Fire-and-forget pushes to an EventHub actor (Ray keeps one caller's calls in order).
 
-    A Reporter on it batches :data:`HUB_MAX_BATCH` events (its ``max_batch`` attribute).
+    A Reporter on it batches :data:`HUB_MAX_BATCH` points (its ``max_batch`` attribute) and
+    hands it rows as they are (``takes_rows``): the hub's drain builds the Events.
     """
 
     max_batch = HUB_MAX_BATCH
+    takes_rows = True
 
     def __init__(self, hub: Any) -> None:
         self._hub = hub
 
-    def send(self, events: list[Event], wait: bool = False) -> None:
-        """Push the batch to the hub without waiting, unless ``wait``."""
+    def send(self, events: list[Event | _Row], wait: bool = False) -> None:
+        """Push the batch (Events or rows) to the hub without waiting, unless ``wait``."""
         ref = self._hub.push.remote(_to_rows(events))
         if wait:
             import ray

@@ -221,8 +221,8 @@ def test_a_worker_reporter_pushes_hub_sized_batches_and_a_driver_one_smaller() -
     pushed: list[int] = []
 
     class _Counting(HubTransport):
-        def send(self, events: list[Event], wait: bool = False) -> None:
-            pushed.append(len(events))
+        def send(self, events: list, wait: bool = False) -> None:
+            pushed.append(len(reporting._from_rows(events)))  # points, whatever their rows
             super().send(events, wait)
 
     reporter = Reporter(_Counting(_FakeHubHandle(hub)), max_age_s=60)
@@ -386,3 +386,46 @@ def test_a_poll_hands_on_what_the_hub_held_at_that_poll_not_at_the_one_before(
 
     assert [[e.value for e in batch] for batch in sink.batches] == [[0.5], [0.4]]
     assert waits == [DRAIN_HOP_S, DRAIN_HOP_S]
+
+
+def test_a_metrics_call_crosses_the_hub_as_one_row_and_comes_back_as_its_events() -> None:
+    """Issue 11: a worker's step pays one tuple per metrics() call, not an Event per point;
+    the driver's drain expands it into the same Events the dataclass would build."""
+    hub = EventHub()
+    pushed: list = []
+    handle = _FakeHubHandle(hub)
+    handle.push.remote = lambda batch: (pushed.append(batch), hub.push(batch))[1]
+    reporter = Reporter(HubTransport(handle), {"rank": "1"}, max_age_s=60)
+
+    reporter.metrics({"loss": 1, "acc": 0.5, "wait": 0.25}, step=3)
+    reporter.metrics({"loss": 2}, step=4)
+    reporter.metrics({}, step=5)
+    reporter.flush()
+
+    (batch,) = pushed
+    assert len(batch) == 2
+    assert all(type(row) is tuple for row in batch)
+    got = hub.drain()
+    ts = [e.timestamp_ms for e in got]
+    want = [
+        Event("metric", n, float(v), s, t, {"rank": "1"})
+        for (n, v, s), t in zip(
+            [("loss", 1, 3), ("acc", 0.5, 3), ("wait", 0.25, 3), ("loss", 2, 4)], ts, strict=True
+        )
+    ]
+    assert got == want
+    assert ts[0] == ts[1] == ts[2]
+    assert all(type(e.value) is float for e in got)
+
+
+def test_max_batch_counts_points_not_calls(clock: _Clock) -> None:
+    sink = _Recorder()
+    reporter = Reporter(sink, max_batch=20, max_age_s=60)
+
+    reporter.metrics({f"m{k}": float(k) for k in range(10)}, step=0)
+    assert reporter._ready == []
+    reporter.metrics({f"m{k}": float(k) for k in range(10)}, step=1)
+    reporter.flush()
+
+    assert [len(b) for b in sink.batches] == [20]
+    assert all(type(e) is Event for e in sink.batches[0])
