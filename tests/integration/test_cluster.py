@@ -25,6 +25,11 @@ _TRAIN_WORKERS = (  # {actor id: node id} of every Ray Train worker, dead ones i
     "{a.actor_id: a.node_id for a in state.list_actors(address=URL, detail=True, limit=1000,"
     " filters=[('class_name', '=', 'RayTrainWorker')], raise_on_missing_output=False)}"
 )
+_STAGE_TASKS = (  # {task name: node id} of the engage stage tasks that finished
+    "{t.name: t.node_id for t in state.list_tasks(address=URL, detail=True, limit=10000,"
+    " filters=[('state', '=', 'FINISHED')], raise_on_missing_output=False)"
+    " if t.name in ('engage.prepare_data', 'engage.evaluate')}"
+)
 _ALIVE_NODES = (  # {node id: how much node_b it offers}
     "{n.node_id: n.resources_total.get('node_b', 0) for n in state.list_nodes(address=URL)"
     " if n.state == 'ALIVE'}"
@@ -85,7 +90,8 @@ def test_a_custom_resource_pins_a_run_to_one_node_and_a_run_on_both_survives_los
 
     # Act (placement): a one-epoch run whose two workers ask for the custom resource node_b,
     # which only the second node offers (node_b: 2). Half a CPU each lets both fit there;
-    # `spread` would put them on two nodes if it could.
+    # `spread` would put them on two nodes if it could. Its data stage and its evaluation
+    # ask for node_b too: each runs as one Ray task, before and after the workers.
     placed = run_engage(
         "run",
         "pipelines/quickstart.yaml",
@@ -97,6 +103,10 @@ def test_a_custom_resource_pins_a_run_to_one_node_and_a_run_on_both_survives_los
         "train.resources_per_worker={CPU: 0.5, node_b: 1}",
         "--set",
         "train.placement=spread",
+        "--set",
+        "data.resources={CPU: 0.5, node_b: 1}",
+        "--set",
+        "evaluate.resources={CPU: 0.5, node_b: 1}",
         "--set",
         "tracking.registration=null",
         "--set",
@@ -116,6 +126,12 @@ def test_a_custom_resource_pins_a_run_to_one_node_and_a_run_on_both_survives_los
     pinned = cluster.state(_TRAIN_WORKERS)
     assert len(pinned) == 2, pinned
     assert set(pinned.values()) == set(second), (pinned, second)
+    assert params["data.resources.node_b"] == "1.0"
+    assert params["evaluate.resources.node_b"] == "1.0"
+    deadline = time.monotonic() + 60  # task events reach the State API a moment late
+    while len(stage_tasks := cluster.state(_STAGE_TASKS)) < 2 and time.monotonic() < deadline:
+        time.sleep(2)
+    assert stage_tasks == {"engage.prepare_data": second[0], "engage.evaluate": second[0]}
 
     # Act (node loss): a run whose 2 workers need 1 CPU each, so it only fits across both
     # nodes, elastic down to 1 worker. After epoch 1 (checkpointed) the workers pause; the

@@ -44,7 +44,7 @@ from engage.runtime.context import D, JobContext, JobSinks, NullObserver, Observ
 from engage.runtime.deploy import Deployment
 from engage.runtime.options import RunOptions
 from engage.runtime.session import preflight, resolve_address
-from engage.runtime.stages import Logged, enter_ray, open_run, start_monitor
+from engage.runtime.stages import Logged, RaySession, enter_ray, open_run, start_monitor
 from engage.spec import LoadedSpec
 from engage.spec.models import DeploySpec
 from engage.tracking.registry import GateDecision, Registration
@@ -124,12 +124,18 @@ class Job(ABC, Generic[D, T]):
         self.loaded = loaded
         self.options = options
         self.observer: Observer = observer or NullObserver()
+        self._left_ray = False  # set once the Ray session is closed (:meth:`_in_ray`)
 
     # -- hooks ---------------------------------------------------------------------------
 
     def data_detail(self) -> str:
         """What the data stage does, for the display ("" for the default text)."""
         return ""
+
+    def prepares_on_cluster(self) -> bool:
+        """Whether the data stage runs on the cluster (as a Ray task): the template then
+        enters Ray before it (stage ``ray`` before ``data``); default: False."""
+        return False
 
     @abstractmethod
     def prepare(self) -> D:
@@ -201,27 +207,58 @@ class Job(ABC, Generic[D, T]):
         """
         with job_tracking(self.options, self.observer) as (spool, drainer, bus):
             timer = StageTimer(self.observer)
-            with timer.stage("data", self.data_detail()):
-                data = self.prepare()
-            # Before the run exists: a typo in the address leaves no FAILED run behind.
-            if self.needs_cluster:
-                preflight(resolve_address(self.options.address))
-            self.preflight()
+            session, data = self._data_stage(timer)
             ctx = JobContext(self.loaded, self.options, spool, drainer, bus, timer, data)
-            ctx.run = open_run(self.loaded, data, spool, self.options)
-            ctx.sinks = JobSinks(MetricSink(ctx.run), HealthSink(ctx.run, bus.send), self.observer)
-            ctx.wire()
-            ctx.reporter = Reporter(bus, self.labels)
+            ctx.session = session
             try:
+                ctx.run = open_run(self.loaded, data, spool, self.options)
+                ctx.sinks = JobSinks(
+                    MetricSink(ctx.run), HealthSink(ctx.run, bus.send), self.observer
+                )
+                ctx.wire()
+                ctx.reporter = Reporter(bus, self.labels)
                 logged, metrics = self._tracked(ctx)
                 result = self._conclude(ctx, logged, metrics)
             except BaseException:
                 if ctx.session is not None:  # a serving head started for nothing
+                    if not self._left_ray:  # entered before the data stage, not left yet
+                        ctx.session.close()
                     ctx.session.release_head()
                 raise
             if result.deployment is None and ctx.session is not None:
                 ctx.session.release_head()
             return result
+
+    def _data_stage(self, timer: StageTimer) -> tuple[RaySession | None, D]:
+        """The data stage; first the Ray session when the kind prepares on the cluster.
+
+        The address and the kind's own checks run before anything exists (a typo in the
+        address leaves no FAILED run behind): after the data stage, or before Ray when the
+        data stage runs on the cluster (:meth:`prepares_on_cluster`).
+        """
+        on_cluster = self.needs_cluster and self.prepares_on_cluster()
+        if not on_cluster:
+            with timer.stage("data", self.data_detail()):
+                data = self.prepare()
+        if self.needs_cluster:
+            preflight(resolve_address(self.options.address))
+        self.preflight()
+        if not on_cluster:
+            return None, data
+        session = self._enter_ray(timer)
+        try:
+            with timer.stage("data", self.data_detail()):
+                return session, self.prepare()
+        except BaseException:
+            session.close()
+            session.release_head()
+            raise
+
+    def _enter_ray(self, timer: StageTimer) -> RaySession:
+        """Join or start the cluster, timed as stage ``ray``."""
+        address = self.options.address
+        with timer.stage("ray", "starting Ray" if not address else f"joining {address}"):
+            return enter_ray(self.options, self.serve_after())
 
     def _tracked(self, ctx: JobContext[D]) -> tuple[Logged, dict[str, float]]:
         """Every stage the run records, ended FINISHED, FAILED or KILLED."""
@@ -245,8 +282,8 @@ class Job(ABC, Generic[D, T]):
         sinks, train and evaluate, leave Ray."""
         address = self.options.address
         if self.needs_cluster:
-            with ctx.stage("ray", "starting Ray" if not address else f"joining {address}"):
-                ctx.session = enter_ray(self.options, self.serve_after())
+            if ctx.session is None:  # else entered before the data stage (prepares_on_cluster)
+                ctx.session = self._enter_ray(ctx.timer)
         elif given := resolve_address(address):  # --address or RAY_ADDRESS: say it is unused
             ctx.message("note", f"{self.name} jobs train in this process; {given} is not used")
         try:
@@ -268,6 +305,7 @@ class Job(ABC, Generic[D, T]):
         finally:
             if ctx.session is not None:
                 ctx.session.close()
+                self._left_ray = True
 
     def _conclude(
         self, ctx: JobContext[D], logged: Logged, metrics: dict[str, float]

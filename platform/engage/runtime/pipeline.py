@@ -42,8 +42,20 @@ class PipelineJob(Job[PreparedData, "TrainOutcome"]):
         super().__init__(loaded, options, observer)
         self._model: Any = None
 
+    def prepares_on_cluster(self) -> bool:
+        """True when the spec sets ``data.resources``: the data stage is then a Ray task."""
+        return self.loaded.spec.data.resources is not None
+
+    def data_detail(self) -> str:
+        """Where the data stage runs when it runs on the cluster ("" in the driver)."""
+        resources = self.loaded.spec.data.resources
+        return "" if resources is None else f"in a Ray task reserving {resources}"
+
     def prepare(self) -> PreparedData:
-        """Load, check, window and split the data (:func:`stages.prepare_data`)."""
+        """Load, check, window and split the data (:func:`stages.prepare_data`), in a Ray
+        task reserving ``data.resources`` when the spec sets them."""
+        if self.prepares_on_cluster():
+            return stages.prepare_data_on_cluster(self.loaded, streamed=self.trains_from_stream)
         return stages.prepare_data(self.loaded, streamed=self.trains_from_stream)
 
     def preflight(self) -> None:

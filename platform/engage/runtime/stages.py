@@ -2,14 +2,16 @@
 
 The job template (:mod:`engage.runtime.job`) calls :func:`open_run`, :func:`enter_ray`
 and :func:`start_monitor` for every kind; the centralised pipeline
-(:mod:`engage.runtime.pipeline`) adds :func:`prepare_data`, :func:`train`,
-:func:`evaluate`, :func:`export_model` and :func:`log_and_register`; its deploy stage is
-in :mod:`engage.runtime.deploy`.
+(:mod:`engage.runtime.pipeline`) adds :func:`prepare_data` (in a Ray task with
+``data.resources``: :func:`prepare_data_on_cluster`), :func:`train`, :func:`evaluate` (its
+test pass in a Ray task with ``evaluate.resources``), :func:`export_model` and
+:func:`log_and_register`; its deploy stage is in :mod:`engage.runtime.deploy`.
 Each takes the typed :class:`~engage.runtime.options.RunOptions`.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
 import uuid
@@ -25,8 +27,9 @@ from engage.data.fingerprint import DatasetFingerprint
 from engage.events import Event, FanOut, Reporter
 from engage.runtime.options import RunOptions
 from engage.runtime.session import SessionInfo, ray_session, resolve_address
+from engage.runtime.stage_tasks import alive_nodes, check_stage_requests, run_in_task
 from engage.spec import LoadedSpec
-from engage.spec.models import DeploySpec
+from engage.spec.models import DeploySpec, PipelineSpec
 from engage.tracking import Drainer, GateDecision, PipelineRun, Spool, decide
 from engage.tracking.store import resolve_tracking_uri
 from engage.train.builders import ModelShape
@@ -73,6 +76,14 @@ def prepare_data(loaded: LoadedSpec, *, streamed: bool = False) -> PreparedData:
         data streams (``data.streaming``) for a caller that cannot train from a stream.
     """
     data = prepare(loaded.spec.data, loaded.base_dir)
+    if data.stream is not None and loaded.spec.data.resources is not None:
+        raise loaded.error(
+            ("data", "resources"),
+            f"the training split streams ({data.stream.n_train:,} windows, data.streaming: "
+            f"{loaded.spec.data.streaming}) and a streamed split is read by Ray Data tasks "
+            "beside the training workers, which data.resources does not place; remove "
+            "data.resources or set data.streaming: false",
+        )
     if data.stream is not None and not streamed:
         raise loaded.error(
             ("data", "streaming"),
@@ -93,6 +104,31 @@ def prepare_data(loaded: LoadedSpec, *, streamed: bool = False) -> PreparedData:
             f"{train.num_workers} workers for {n_train} training windows; expected at most {n_train}",
         )
     return data
+
+
+def prepare_data_on_cluster(loaded: LoadedSpec, *, streamed: bool = False) -> PreparedData:
+    """:func:`prepare_data` in one Ray task (``engage.prepare_data``) that reserves
+    ``data.resources``, so it runs on a node that offers them; the prepared data comes
+    back through the object store. Runs inside the job's Ray session.
+
+    Every stage's request is checked first (:func:`check_stage_requests`), so a job
+    whose evaluation or replicas can never be placed does no work at all.
+
+    Raises
+    ------
+    ClusterError
+        A stage asks for resources no node of the cluster can hold.
+    DataError, SpecError
+        As :func:`prepare_data`, raised in the task.
+    """
+    resources = loaded.spec.data.resources
+    if resources is None:
+        return prepare_data(loaded, streamed=streamed)
+    check_stage_requests(loaded.spec, alive_nodes())
+    data = run_in_task("prepare_data", resources, prepare_data, loaded, streamed=streamed)
+    # Ray hands arrays back as read-only views of its object store; later stages get the
+    # writable arrays the driver path gives them.
+    return copy.deepcopy(data)
 
 
 def open_run(
@@ -313,7 +349,9 @@ def train(
     job, choice = resolve_strategy(job)  # train.strategy auto: the memory plan's choice
     if choice is not None:
         run.set_tags(choice.tags())
-    check_fits(job, info.resources, [n["Resources"] for n in ray.nodes() if n.get("Alive")])
+    nodes = alive_nodes()
+    check_stage_requests(spec, nodes)  # the evaluation and replicas to come, before training
+    check_fits(job, info.resources, nodes)
     pump = EventPump(hub, bus)
     return fit(
         job,
@@ -335,6 +373,45 @@ def _train_inputs(data: PreparedData) -> tuple[dict[str, Any], dict[str, Any] | 
     return arrays | stats, {"train": train_dataset(data.stream)}
 
 
+def _trained_model(spec: PipelineSpec, data: PreparedData, state: dict[str, Any]) -> Any:
+    """The spec's model holding the trained weights ``state``, in eval mode."""
+    from engage.train.loop import TrainJob, build_model
+
+    job = TrainJob(spec.train, spec.model, spec.data.task, _shape(data), None, None, "")
+    core = build_model(job)
+    core.load_state_dict(state)
+    return core.eval()
+
+
+def scored_on_test(
+    spec: PipelineSpec, data: PreparedData, state: dict[str, Any]
+) -> dict[str, float]:
+    """Test-split metrics (``test_*``) of the model holding weights ``state``, and its naive
+    baseline's (``baseline_*``): the evaluation's work, which runs in a Ray task when the
+    spec sets ``evaluate.resources``; the test pass runs on the task's GPU when those
+    reserve one (and CUDA is there), else on its CPUs."""
+    import torch
+
+    core = _trained_model(spec, data, state)
+    if (spec.evaluate.resources or {}).get("GPU", 0.0) > 0 and torch.cuda.is_available():
+        core = core.cuda()  # Ray made the reserved GPU the task's only visible one
+    return _scored(core, spec, data)
+
+
+def _scored(core: Any, spec: PipelineSpec, data: PreparedData) -> dict[str, float]:
+    import torch
+
+    from engage.train.baseline import naive_baseline
+    from engage.train.evaluate import accumulate, finalize
+
+    x, y = torch.from_numpy(data.model_inputs("test")), torch.from_numpy(data.test.y)
+    n_classes = _shape(data).outputs
+    metrics = finalize(
+        accumulate(core, x, y, spec.data.task, n_classes, 1024), spec.data.task, "test"
+    )
+    return metrics | naive_baseline(data).metrics
+
+
 def evaluate(
     loaded: LoadedSpec, data: PreparedData, outcome: TrainOutcome, reporter: Reporter
 ) -> tuple[Any, dict[str, float]]:
@@ -343,22 +420,18 @@ def evaluate(
     metrics)."""
     import torch
 
-    from engage.train.baseline import baseline_warning, naive_baseline
-    from engage.train.evaluate import accumulate, finalize
-    from engage.train.loop import TrainJob, build_model
+    from engage.train.baseline import baseline_warning
     from engage.train.models import Standardized
 
     spec = loaded.spec
-    job = TrainJob(spec.train, spec.model, spec.data.task, _shape(data), None, None, "")
-    core = build_model(job)
-    core.load_state_dict(outcome.state["model"])
-    core.eval()
-    x, y = torch.from_numpy(data.model_inputs("test")), torch.from_numpy(data.test.y)
-    n_classes = _shape(data).outputs
-    metrics = finalize(
-        accumulate(core, x, y, spec.data.task, n_classes, 1024), spec.data.task, "test"
-    )
-    metrics |= naive_baseline(data).metrics
+    state = outcome.state["model"]
+    core = _trained_model(spec, data, state)
+    if spec.evaluate.resources is None:
+        metrics = _scored(core, spec, data)
+    else:  # the test pass on a node that offers the resources; the servable model stays here
+        metrics = run_in_task(
+            "evaluate", spec.evaluate.resources, scored_on_test, spec, data, state
+        )
     reporter.metrics(metrics, step=spec.train.epochs)
     reporter.flush()
     norm = data.normalization

@@ -56,8 +56,9 @@ def build_app(args: dict[str, Any]) -> serve.Application:
     - ``home`` (default ``ENGAGE_HOME`` or ``./.engage``): the replicas' model cache and
       samples; ``app`` (default the model's name);
     - any other field of a spec's ``deploy`` section: ``replicas``, ``autoscaling``,
-      ``cpus_per_replica``, ``max_batch_size``, ``batch_wait_timeout_s``,
-      ``max_body_bytes``, ``nan_policy``, ``canary``, ``sampling``, ``drift``.
+      ``cpus_per_replica``, ``resources_per_replica``, ``max_batch_size``,
+      ``batch_wait_timeout_s``, ``max_body_bytes``, ``nan_policy``, ``canary``,
+      ``sampling``, ``drift``.
 
     The routes are fixed in the built app (no route-table actor, no MLflow monitoring run;
     the replicas' Prometheus metrics and drift samples work as with ``engage deploy``): a
@@ -194,12 +195,15 @@ def ingress_settings(
 
 
 def deployment_options(spec: DeploySpec) -> dict[str, Any]:
-    """``serve.deployment(...).options`` for ``spec``: name, CPUs, replicas or autoscaling."""
+    """``serve.deployment(...).options`` for ``spec``: name, each replica's Ray resources
+    (``cpus_per_replica`` and ``resources_per_replica``: CPUs, GPUs, memory, custom ones),
+    replicas or autoscaling."""
     from engage.serve.app import DEPLOYMENT
+    from engage.train.placement import ray_options
 
     options: dict[str, Any] = {
         "name": DEPLOYMENT,
-        "ray_actor_options": {"num_cpus": spec.cpus_per_replica},
+        "ray_actor_options": ray_options(spec.replica_resources),
         # The replica is the HTTP entry: it holds every open request, batched or not.
         "max_ongoing_requests": max(256, spec.max_batch_size * 4),
         "health_check_period_s": 5,

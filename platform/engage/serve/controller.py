@@ -228,18 +228,26 @@ def _connect(options: DeployOptions) -> tuple[str, bool]:
 
 
 def _check_fits(spec: DeploySpec, app: str, running: dict[str, Any]) -> None:
-    """Say up front when the replicas cannot fit (Ray would wait for CPUs silently)."""
+    """Say up front when the replicas cannot fit (Ray would wait for CPUs silently), or
+    when ``deploy.resources_per_replica`` asks for more than any node can ever hold."""
     import ray
 
     if app in running:
         return  # a rollout loads versions into the replicas it has
+    if spec.resources_per_replica is not None:
+        from engage.train.placement import check_stage_fits
+
+        nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        field = "deploy.resources_per_replica"
+        check_stage_fits("serving", field, spec.replica_resources, nodes, _replicas(spec))
     total = float(ray.cluster_resources().get("CPU", 0.0))
     free = float(ray.available_resources().get("CPU", 0.0))
-    needed = _replicas(spec) * spec.cpus_per_replica
+    cpus = spec.replica_resources["CPU"]
+    needed = _replicas(spec) * cpus
     if needed > free + 1e-9:
         raise ClusterError(
             f"the deployment needs {needed:g} CPUs ({_replicas(spec)} replica(s) x "
-            f"{spec.cpus_per_replica:g} CPU), but only {free:g} of the cluster's {total:g} "
+            f"{cpus:g} CPU), but only {free:g} of the cluster's {total:g} "
             "are free",
             hint="lower deploy.replicas or deploy.cpus_per_replica, stop another app "
             "(`engage serve stop APP`), or wait for a training job to finish: Serve and Train "

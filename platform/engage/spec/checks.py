@@ -53,7 +53,12 @@ def check_spec(spec: PipelineSpec, raw: dict[str, Any] | None = None) -> list[Pr
         Problems with the model builder and its parameters, the preprocessing, the gate,
         the precision, the job-kind sections and the tuning search.
     """
-    return [*_semantic(spec), *check_kinds(spec), *check_tune(spec, raw)]
+    return [
+        *_semantic(spec),
+        *check_kinds(spec),
+        *check_stage_resources(spec),
+        *check_tune(spec, raw),
+    ]
 
 
 def _semantic(spec: PipelineSpec) -> list[Problem]:
@@ -83,6 +88,52 @@ def check_kinds(spec: PipelineSpec) -> list[Problem]:
             f"got {both}; a spec runs as one job kind: {kinds}, or pipeline (none of "
             "them); keep one of these sections",
         )
+    ]
+
+
+#: Job kinds whose own data or evaluation stage does not run as one Ray task, so they
+#: cannot honour ``data.resources`` / ``evaluate.resources`` (section -> kind).
+_NO_DATA_TASK = ("federated", "tune", "adaptive")
+_NO_EVALUATE_TASK = ("federated", "adaptive")
+
+
+def check_stage_resources(spec: PipelineSpec) -> list[Problem]:
+    """``data.resources`` and ``evaluate.resources`` only where a task can reserve them.
+
+    Refused rather than ignored: a federated or adaptive job prepares and scores its data
+    its own way (a tuning job's trials re-prepare theirs), and a streamed training split is
+    read by Ray Data tasks beside the workers, so the request would place nothing.
+    """
+    problems: list[Problem] = []
+    if spec.data.resources is not None:
+        if spec.data.streaming is True:
+            problems.append(
+                Problem(
+                    ("data", "resources"),
+                    "got data.streaming: true; a streamed training split is read by Ray Data "
+                    "tasks beside the training workers, not by one data-stage task: remove "
+                    "data.resources or set data.streaming: false",
+                )
+            )
+        problems += _kind_refuses(spec, ("data", "resources"), _NO_DATA_TASK)
+    if spec.evaluate.resources is not None:
+        problems += _kind_refuses(spec, ("evaluate", "resources"), _NO_EVALUATE_TASK)
+    return problems
+
+
+def _kind_refuses(
+    spec: PipelineSpec, path: tuple[str, ...], sections: tuple[str, ...]
+) -> list[Problem]:
+    kinds = dict(SECTION_KINDS)
+    found = [s for s in sections if getattr(spec, s, None) is not None]
+    return [
+        Problem(
+            path,
+            f"a {kinds[s]} job ({s}:) does not run this stage as one Ray task, so "
+            f"{'.'.join(path)} would place nothing; remove it, or run the pipeline kind "
+            f"(no {s}: section)",
+        )
+        for s in found[:1]
     ]
 
 

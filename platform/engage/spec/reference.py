@@ -85,6 +85,11 @@ _RULES = [
     "`data.split`: `train + val + test` is 1.",
     "`train.batch_size` >= `train.num_workers` (each worker needs one sample per step).",
     "`train.resources_per_worker`: every amount > 0.",
+    "`data.resources`, `evaluate.resources`, `deploy.resources_per_replica`: every amount "
+    "> 0, no `object_store_memory`; `data.resources` not with `data.streaming: true` nor in a "
+    "federated, tuning or adaptive job, `evaluate.resources` not in a federated or adaptive "
+    "job; a replica's CPUs come from `deploy.cpus_per_replica` or a `CPU` entry of "
+    "`deploy.resources_per_replica`, not both.",
     "`model.name` is a registered builder and `model.params` fit its parameters (below).",
     "`tracking.registration.gate.metric` is a metric `data.task` produces and "
     "`direction` is the direction it improves in (below).",

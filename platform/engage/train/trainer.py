@@ -22,10 +22,7 @@ from engage.errors import ClusterError, EngageError, TrainingError
 from engage.events import HUB_POLL_S, EventPump
 from engage.train.checkpoint import CheckpointError, load_checkpoint
 from engage.train.loop import TrainJob, train_loop_per_worker, training_model
-
-# Resources every Ray node has; any other name is a custom one someone must configure.
-_BUILTIN = frozenset({"CPU", "GPU", "memory", "object_store_memory"})
-_BYTES = frozenset({"memory", "object_store_memory"})  # too long to be worth listing
+from engage.train.placement import check_offered, describe_nodes, node_room
 
 
 @dataclass(frozen=True)
@@ -61,20 +58,6 @@ def scaling_config(job: TrainJob) -> Any:
     )
 
 
-def _check_offered(asked: dict[str, float], cluster: dict[str, float]) -> None:
-    """Refuse a custom resource (a node label, an accelerator type) that no node offers."""
-    missing = sorted(k for k in asked if k not in _BUILTIN and cluster.get(k, 0.0) <= 0)
-    if not missing:
-        return
-    offered = ", ".join(f"{k}: {v:g}" for k, v in sorted(cluster.items()) if k not in _BYTES)
-    raise ClusterError(
-        f"train.resources_per_worker asks for {', '.join(missing)} ({asked}), which no node of "
-        f"the cluster offers (the cluster has {offered or 'nothing'})",
-        hint="start a node that offers it (`ray start --resources '{\"NAME\": N}'`) or remove "
-        "it from train.resources_per_worker",
-    )
-
-
 def check_fits(
     job: TrainJob,
     cluster: dict[str, float],
@@ -101,7 +84,7 @@ def check_fits(
         CPU to read with.
     """
     asked = scaling_config(job).resources_per_worker
-    _check_offered(asked, cluster)
+    check_offered("train.resources_per_worker", asked, cluster)
     workers = job.train.min_workers or job.train.num_workers  # elastic: the least it runs on
     need = {k: v * workers for k, v in asked.items()}
     short = {k: (v, cluster.get(k, 0.0)) for k, v in need.items() if cluster.get(k, 0.0) + 1e-9 < v}
@@ -144,21 +127,12 @@ def _check_nodes(
 ) -> None:
     """Refuse ``workers`` that the nodes cannot hold one node at a time (a worker cannot
     span two nodes: 2 CPUs asked of two 1-CPU nodes fit the totals and never schedule)."""
-    wanted = {k: v for k, v in asked.items() if v > 0}
-    room = sum(
-        min((int((node.get(k, 0.0) + 1e-9) // v) for k, v in wanted.items()), default=workers)
-        for node in nodes
-    )
+    room = node_room(asked, nodes, workers)
     if room >= workers:
         return
-    shown = [k for k in sorted(wanted) if k not in _BYTES]
-    offered = "; ".join(
-        f"node {i}: " + ", ".join(f"{k} {node.get(k, 0.0):g}" for k in shown)
-        for i, node in enumerate(nodes, 1)
-    )
     raise ClusterError(
         f"{workers} workers x {asked} do not fit the nodes: at most {room} of them can be "
-        f"placed ({offered})",
+        f"placed ({describe_nodes(asked, nodes)})",
         hint="a worker runs on one node: ask each for no more than one node has "
         "(train.resources_per_worker), lower train.num_workers, or add larger nodes",
     )

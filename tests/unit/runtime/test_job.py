@@ -263,3 +263,44 @@ def test_job_sinks_leave_out_what_did_not_start() -> None:
     sinks = JobSinks(metric, health, observer)
 
     assert sinks.ordered() == [metric, health, observer]
+
+
+class ClusterDataJob(DemoJob):
+    """A kind whose data stage runs on the cluster (the pipeline with ``data.resources``)."""
+
+    def prepares_on_cluster(self) -> bool:
+        return True
+
+    def prepare(self) -> Any:
+        self.order.append("ray entered" if "ray" in self.log else "no ray yet")
+        return super().prepare()
+
+
+def test_a_data_stage_on_the_cluster_enters_ray_first_and_leaves_it_once(world) -> None:
+    # Arrange
+    observer = Recorder("observer", world.log)
+    job = ClusterDataJob(world.loaded, world.options, observer)
+    job.log = world.log
+
+    # Act
+    job.run()
+
+    # Assert: Ray is up before the data stage, entered once, left once; the stages all show.
+    assert job.order[:2] == ["ray entered", "prepare"]
+    assert world.log.count("ray") == 1
+    assert observer.stages == ["ray", "data", "train", "evaluate", "tracking", "deploy"]
+    assert world.closed == [True]
+    assert world.run.status == "FINISHED"
+
+
+@pytest.mark.parametrize("fail", ["prepare", "opened", "train"])
+def test_a_failure_around_a_data_stage_on_the_cluster_leaves_ray_once(world, fail: str) -> None:
+    job = ClusterDataJob(world.loaded, world.options, None, fail=fail)
+    job.log = world.log
+
+    with pytest.raises(RuntimeError, match="boom"):
+        job.run()
+
+    assert world.closed == [True]
+    assert world.released == [True]
+    assert world.run.status == (None if fail == "prepare" else "FAILED")  # no run for bad data

@@ -45,7 +45,7 @@ from engage.spec.models.tracking import (
     RegistrationSpec,
     TrackingSpec,
 )
-from engage.spec.models.train import CommSpec, FaultSpec, ModelSpec, TrainSpec
+from engage.spec.models.train import CommSpec, EvaluateSpec, FaultSpec, ModelSpec, TrainSpec
 
 __all__ = [
     "AdaptiveSpec",
@@ -61,6 +61,7 @@ __all__ = [
     "DataSpec",
     "DeploySpec",
     "DriftWatchSpec",
+    "EvaluateSpec",
     "ExportSpec",
     "FaultSpec",
     "FederatedSpec",

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from engage.spec.models.base import ColumnName, Name, StrictModel
+from engage.spec.models.base import ColumnName, Name, StageResources, StrictModel
 
 
 class SyntheticSource(StrictModel):
@@ -172,6 +172,13 @@ class DataSpec(StrictModel):
         description="training windows shuffled together each epoch: the split is visited in "
         "consecutive chunks of this many windows, each in a seeded permutation (the same "
         "batches in memory and streamed); at least the split's size for a full shuffle",
+    )
+    resources: StageResources | None = Field(
+        None,
+        description="Ray resources of the data stage: when set, loading, preprocessing, "
+        "windowing and splitting run in one Ray task (engage.prepare_data) that reserves "
+        "them, on a node that offers them (a CPU-only node's label while training asks for "
+        "GPUs); the source must be readable there; unset: in the driver",
     )
 
     @field_validator("features")

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from engage.spec.models.base import Name, StrictModel
+from engage.spec.models.base import Name, StageResources, StrictModel
 
 
 class AutoscalingSpec(StrictModel):
@@ -141,6 +141,13 @@ class DeploySpec(StrictModel):
     cpus_per_replica: float = Field(
         0.5, gt=0.0, le=1024.0, description="CPUs each model replica reserves"
     )
+    resources_per_replica: StageResources | None = Field(
+        None,
+        description="Ray resources each model replica reserves beside or instead of "
+        "cpus_per_replica: CPU, GPU, memory (bytes) or a custom resource a node offers (a "
+        "node label, accelerator_type:A100); a CPU entry here replaces cpus_per_replica, so "
+        "set one of the two; a request no node can hold is refused before serving starts",
+    )
     max_batch_size: int = Field(
         16, ge=1, le=10_000, description="requests combined into one model call at most"
     )
@@ -168,3 +175,20 @@ class DeploySpec(StrictModel):
         default_factory=DriftWatchSpec,
         description="live drift detection on the sampled requests, with alerts",
     )
+
+    @model_validator(mode="after")
+    def _one_cpu_request(self) -> DeploySpec:
+        # Refused, not resolved: with both set, one of the two numbers would be ignored.
+        extra = self.resources_per_replica or {}
+        if "CPU" in extra and "cpus_per_replica" in self.model_fields_set:
+            raise ValueError(
+                f"cpus_per_replica {self.cpus_per_replica:g} and resources_per_replica's CPU "
+                f"{extra['CPU']:g} both set a replica's CPUs; keep one of the two"
+            )
+        return self
+
+    @property
+    def replica_resources(self) -> dict[str, float]:
+        """Every Ray resource one replica reserves: ``cpus_per_replica`` as its CPU unless
+        ``resources_per_replica`` names one, then the rest of ``resources_per_replica``."""
+        return {"CPU": self.cpus_per_replica, **(self.resources_per_replica or {})}

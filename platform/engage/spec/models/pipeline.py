@@ -10,7 +10,7 @@ from engage.spec.models.deploy import DeploySpec
 from engage.spec.models.federated import FederatedSpec
 from engage.spec.models.search import AdaptiveSpec, TuneSpec
 from engage.spec.models.tracking import ExportSpec, MonitorSpec, TrackingSpec
-from engage.spec.models.train import ModelSpec, TrainSpec
+from engage.spec.models.train import EvaluateSpec, ModelSpec, TrainSpec
 
 
 class PipelineSpec(StrictModel):
@@ -21,6 +21,10 @@ class PipelineSpec(StrictModel):
     data: DataSpec
     model: ModelSpec
     train: TrainSpec = TrainSpec()
+    evaluate: EvaluateSpec = Field(
+        default_factory=EvaluateSpec,
+        description="where the test-split evaluation runs (its Ray resources)",
+    )
     tracking: TrackingSpec = TrackingSpec()
     monitor: MonitorSpec = Field(
         default_factory=MonitorSpec, description="the live monitor: endpoint and alert evaluation"

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from engage.spec.models.base import Name, StrictModel
+from engage.spec.models.base import Name, StageResources, StrictModel, check_resources
 
 
 class ModelSpec(StrictModel):
@@ -181,13 +181,7 @@ class TrainSpec(StrictModel):
     @field_validator("resources_per_worker")
     @classmethod
     def _positive(cls, v: dict[str, float]) -> dict[str, float]:
-        blank = [k for k in v if not k.strip()]
-        if blank:
-            raise ValueError("resource names must not be empty")
-        bad = {k: x for k, x in v.items() if not x > 0}
-        if bad:
-            raise ValueError(f"resource amounts must be > 0, got {bad}")
-        return v
+        return check_resources(v)
 
     @model_validator(mode="after")
     def _elastic_range(self) -> TrainSpec:
@@ -215,3 +209,14 @@ class TrainSpec(StrictModel):
                 "each worker needs at least one sample per step"
             )
         return self
+
+
+class EvaluateSpec(StrictModel):
+    """Where the test-split evaluation of the trained model runs."""
+
+    resources: StageResources | None = Field(
+        None,
+        description="Ray resources of the evaluation: when set, the test pass runs in one Ray "
+        "task (engage.evaluate) that reserves them, on a node that offers them (CPU, GPU, "
+        "memory in bytes or a custom resource such as a node label); unset: in the driver",
+    )
