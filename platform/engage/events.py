@@ -433,6 +433,17 @@ class HubTransport:
             ray.get(ref)
 
 
+class Discard:
+    """A transport that drops what it is sent: training with no receiver (an adaptive
+    round's ensemble members, a tuning trial without a hub). It takes rows, so nothing is
+    expanded into Events only to be dropped."""
+
+    takes_rows = True
+
+    def send(self, events: list[Event | _Row], wait: bool = False) -> None:
+        """Drop ``events``."""
+
+
 def start_hub() -> Any:
     """Start the job's EventHub actor on the driver's node, with zero CPUs.
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from engage.events import Reporter
+from engage.events import Discard, Reporter
 from engage.spec import LoadedSpec
 from engage.train.builders import ModelShape
 
@@ -84,7 +84,7 @@ def train_ensemble(
         }
         train = spec.train.model_copy(update={"seed": seed + k, "num_workers": 1})
         job = TrainJob(train, spec.model, spec.data.task, shape, None, None, "")
-        worker = make_worker(job, arrays, Reporter(_Nowhere()))
+        worker = make_worker(job, arrays, Reporter(Discard()))
         for epoch in range(1, train.epochs + 1):
             train_epoch(worker, epoch, ResourceSampler("cpu"))
         members.append(worker.model.eval())
@@ -113,10 +113,3 @@ def held_out_metrics(predictions: np.ndarray, y: np.ndarray, task: str) -> dict[
         "test_f1": float(np.mean(f1s)) if f1s else 0.0,
         "test_loss": float(-np.log(p).mean()),
     }
-
-
-class _Nowhere:
-    """A transport that drops what it is sent: members train silently."""
-
-    def send(self, events: list[Any], wait: bool = False) -> None:
-        """Drop ``events``."""

@@ -128,7 +128,7 @@ def run_trial(config: dict[str, Any], setup: TrialSetup, data: tuple[Arrays, Mod
     import ray.tune
     import torch
 
-    from engage.events import HubTransport, Reporter
+    from engage.events import Discard, HubTransport, Reporter
     from engage.runtime.stages import prepare_data
 
     torch.set_num_threads(setup.threads)
@@ -143,14 +143,7 @@ def run_trial(config: dict[str, Any], setup: TrialSetup, data: tuple[Arrays, Mod
         loaded,
         data[0],
         data[1],
-        reporter or Reporter(_Nowhere(), labels),
+        reporter or Reporter(Discard(), labels),
         lambda m: ray.tune.report(dict(m)),
         setup.run_id,
     )
-
-
-class _Nowhere:
-    """A transport that drops what it is sent (a trial without a hub)."""
-
-    def send(self, events: list[Any], wait: bool = False) -> None:
-        """Drop ``events``."""
