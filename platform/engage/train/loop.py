@@ -177,10 +177,25 @@ class Worker:
 
 
 def _sync(model: nn.Module, step_now: bool) -> contextlib.AbstractContextManager:
-    """DDP's ``no_sync`` on inner accumulation steps: gradients all-reduce only before a step."""
-    if step_now or not hasattr(model, "no_sync"):
+    """Gradients are reduced only before an optimiser step: on inner accumulation steps,
+    DDP's ``no_sync``, or FSDP's ``set_requires_gradient_sync(False)`` (its gradients then
+    accumulate unsharded until the step's micro-batch reduce-scatters them)."""
+    if step_now:
         return contextlib.nullcontext()
-    return model.no_sync()
+    if hasattr(model, "no_sync"):
+        return model.no_sync()
+    if hasattr(model, "set_requires_gradient_sync"):
+        return _fsdp_no_sync(model)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _fsdp_no_sync(model: nn.Module) -> Iterator[None]:
+    model.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)
 
 
 def _group_rows(w: Worker, step: int, steps: int) -> int:

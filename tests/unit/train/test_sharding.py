@@ -5,7 +5,8 @@ loopback, without Ray: each trains the same job under DDP and under FSDP (with a
 checkpointing, which the memory plan combines with it), gathers the FSDP run's full state,
 loads it into the plain model and into a fresh sharded worker, and trains one more epoch on
 both sharded workers. The validation shards differ by a row, so the ranks evaluate unequal
-batch counts (what :func:`engage.train.sharding.evaluation` allows).
+batch counts (what :func:`engage.train.sharding.evaluation` allows). With gradient
+accumulation, FSDP reduces gradients once per optimiser step, as DDP's ``no_sync`` does.
 """
 
 from __future__ import annotations
@@ -67,6 +68,37 @@ def _train(job: TrainJob, rank: int, prepare, epochs: range):  # type: ignore[no
     return w, [train_epoch(w, e, sampler) for e in epochs]
 
 
+def _accumulated(rank: int) -> dict[str, float]:
+    """One epoch of 4 micro-batches per worker, 2 per optimiser step, under FSDP and DDP:
+    how many gradient reductions FSDP ran, and its weights against DDP's."""
+    import torch.distributed.fsdp._fully_shard._fsdp_param_group as group
+
+    reductions = 0
+    reduce = group.foreach_reduce
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal reductions
+        reductions += 1
+        return reduce(*args, **kwargs)
+
+    def job(strategy: str) -> TrainJob:
+        plain = _job(strategy)
+        train = plain.train.model_copy(
+            update={"grad_accumulation": 2, "activation_checkpointing": False}
+        )
+        return dataclasses.replace(plain, train=train)
+
+    group.foreach_reduce = counted
+    try:
+        fsdp, _ = _train(job("fsdp"), rank, wrap_fsdp, range(1, 2))
+    finally:
+        group.foreach_reduce = reduce
+    ddp, _ = _train(job("ddp"), rank, nn.parallel.DistributedDataParallel, range(1, 2))
+    state = gather_state(fsdp.model, fsdp.optimizer)[0]
+    diff = max((state[k] - v).abs().max().item() for k, v in ddp.model.module.state_dict().items())
+    return {"accum_reductions": reductions, "accum_diff_vs_ddp": diff}
+
+
 def _run(rank: int, store: str, out: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=WORLD, init_method=f"file://{store}")
@@ -85,6 +117,7 @@ def _run(rank: int, store: str, out: str) -> None:
         after_resume.append(train_epoch(w, 2, sampler)["train_loss"])
     after = [gather_state(w.model, w.optimizer)[0] for w in (fsdp, resumed)]
     ddp_sd = ddp.model.module.state_dict()
+    accumulated = _accumulated(rank)
     if rank == 0:
         result = {
             "sharded": is_sharded(fsdp.model),
@@ -99,6 +132,7 @@ def _run(rank: int, store: str, out: str) -> None:
             "after_resume_losses": after_resume,
             "resume_diff": max((after[0][k] - after[1][k]).abs().max().item() for k in after[0]),
             "plain_equal": all(torch.equal(plain.state_dict()[k], v) for k, v in model_sd.items()),
+            **accumulated,
         }
         Path(out).write_text(json.dumps(result))
     dist.destroy_process_group()
@@ -128,6 +162,10 @@ def test_fsdp_trains_like_ddp_and_its_full_state_round_trips(tmp_path: Path) -> 
     assert r["plain_equal"]
     assert r["after_resume_losses"][0] == r["after_resume_losses"][1]
     assert r["resume_diff"] == 0.0
+    # grad_accumulation 2: FSDP reduces its 3 units' gradients once per optimiser step (2
+    # steps), not at every micro-batch (4), and trains like DDP with no_sync.
+    assert r["accum_reductions"] == 3 * 2
+    assert r["accum_diff_vs_ddp"] < 1e-5
 
 
 def test_shard_units_are_the_layer_blocks() -> None:
