@@ -1,7 +1,8 @@
 """The data stage in one call: read, check, window, split, normalise, fingerprint.
 
 A csv or parquet source streams instead (``data.streaming``, :mod:`engage.data.streaming`):
-its training split then stays on disk until Ray Train workers read it.
+its training split then stays on disk until Ray Train workers read it, preprocessed by
+the Ray Data readers (``data.preprocess`` fitted in the streaming passes).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class PreparedData:
     inputs : dict of str to numpy.ndarray, or None
         The model inputs of each split (its windows after ``preprocess``, augmented for
         train); ``None`` when there is no window operator (the inputs are ``split.x``).
+        With a stream, those of the samples; the readers preprocess the training split.
     stream : StreamedTrain or None
         Set when the training split streams (``data.streaming``): the splits above are
         then evenly spaced samples of about ``EVAL_BYTES`` each and ``frame`` is a
@@ -165,6 +167,8 @@ def _prepare_stream(spec: DataSpec, base_dir: Path) -> PreparedData:
         normalization=got.normalization,
         frame=got.frame,
         fingerprint=got.fingerprint,
+        preprocess=got.stream.preprocess,
+        inputs=got.inputs,
         stream=got.stream,
     )
 

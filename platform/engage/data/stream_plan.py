@@ -3,7 +3,8 @@
 Before anything is trained, a streamed ``csv`` or ``parquet`` source is checked shard by
 shard without reading its values: the file, folder or glob must name files, every file
 must be readable and have the columns (and, for Parquet, the column types) of the first.
-Then only the key columns are read, to find the overall time range (the split cuts) and
+Then only the key columns are read, to find the overall time range (the split cuts, from
+each group's first and last time after the row operators of ``data.preprocess``) and
 the *units*: the smallest sets of shards that hold whole groups (households). A unit is
 what one reader holds in memory at a time; windows never cross a group, so a unit can be
 windowed on its own. Units come in the order of their first group, which is the in-memory
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from engage.data.checks import _timestamps, _Where
+from engage.data.preprocess import build_operators, stream_refusals
 from engage.data.shards import expand
 from engage.data.simulator import ensure_shards
 from engage.data.sources import SIMULATION_NAME, key_columns, resolve_path
@@ -218,15 +220,14 @@ def plan_stream(spec: DataSpec, base_dir: Path) -> StreamPlan:
     time, group = key_columns(spec)
     needed = list(dict.fromkeys([time, *([group] if group else []), *spec.features, spec.target]))
     check_schemas(paths, kind, needed)
-    rows, groups, lo, hi = 0, [], [], []
+    rows, groups, spans = 0, [], []
     for path in paths:
         keys = read_columns(path, kind, [time, group] if group else [time])
         if keys.empty:
             raise DataError(f"shard {path} has no data rows", hint="remove the empty shard")
         rows += len(keys)
         stamps = _timestamps(keys[time], time, _Where(f"shard {path}", csv=kind == "csv"))
-        lo.append(stamps.min())
-        hi.append(stamps.max())
+        spans.append(_group_spans(stamps, keys[group] if group else None))
         groups.append(pd.unique(keys[group].dropna()) if group else np.zeros(1, np.int64))
     units = _units(groups) if group else [tuple(range(len(paths)))]
     return StreamPlan(
@@ -236,26 +237,51 @@ def plan_stream(spec: DataSpec, base_dir: Path) -> StreamPlan:
         rows=rows,
         bytes=sum(p.stat().st_size for p in paths),
         origin=str(resolve_path(spec, base_dir)),
-        cuts=cut_times(np.array([min(lo), max(hi)], dtype="datetime64[ns]"), spec.split),
+        cuts=cut_times(_time_range(spans, spec), spec.split),
         name=Path(spec.source.path).stem or "shards",
     )
+
+
+def _group_spans(stamps: pd.Series, ids: pd.Series | None) -> pd.DataFrame:
+    """First and last time (int64 ns, columns ``min`` and ``max``) of each group in a shard."""
+    ns = pd.Series(stamps.to_numpy(dtype="datetime64[ns]").view(np.int64))
+    key = np.zeros(len(ns), np.int64) if ids is None else ids.to_numpy()
+    return ns.groupby(key).agg(["min", "max"])
+
+
+def _time_range(spans: list[pd.DataFrame], spec: DataSpec) -> np.ndarray:
+    """The overall first and last time after the row operators, from every group's span.
+
+    A group may span shards; row operators (``resample``) move a group's last time, so
+    the in-memory path, which cuts the resampled table, is matched group by group.
+    """
+    both = pd.concat(spans).groupby(level=0).agg({"min": "min", "max": "max"})
+    firsts, lasts = both["min"].tolist(), both["max"].tolist()
+    for op in build_operators(spec.preprocess):
+        if op.level == "row":
+            firsts, lasts = zip(*map(op.time_span, firsts, lasts), strict=True)
+    return np.array([min(firsts), max(lasts)], dtype=np.int64).view("datetime64[ns]")
 
 
 def should_stream(spec: DataSpec, base_dir: Path) -> bool:
     """Whether ``spec`` takes the streaming path (``data.streaming``; ``auto`` by size).
 
     ``auto`` streams a ``csv`` or ``parquet`` source, or a simulation with ``shards``,
-    whose shards together are larger than ``data.streaming_threshold_mb`` on disk and
-    declares no ``data.preprocess`` (a simulation's shards are written first to measure
-    them: either path reads them); other generated sources never stream.
+    whose shards together are larger than ``data.streaming_threshold_mb`` on disk, unless
+    a ``data.preprocess`` operator cannot fit on a stream (``clip`` by ``quantile``: that
+    spec stays in memory, as ``streaming: true`` with it is refused); a simulation's shards
+    are written first to measure them (either path reads them); other generated sources
+    never stream.
 
     Raises
     ------
     DataError
         If ``auto`` must measure a file source that names no file.
     """
-    if spec.streaming is False or not streams_shards(spec) or spec.preprocess:
-        return False  # the spec refuses `streaming: true` with either
+    if spec.streaming is False or not streams_shards(spec):
+        return False  # the spec refuses `streaming: true` without a source that streams
+    if spec.streaming == "auto" and stream_refusals(build_operators(spec.preprocess)):
+        return False
     if spec.streaming is True:
         return True
     if spec.source.type == "simulation":

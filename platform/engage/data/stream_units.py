@@ -1,8 +1,8 @@
 """One unit of a streamed data set: read, checked, windowed; and the streaming statistics.
 
 A unit (:mod:`engage.data.stream_plan`) holds whole groups, so it is checked and windowed
-exactly as the in-memory path checks and windows the whole table, with the plan's global
-cut times: its windows are the in-memory windows of its groups, in the same order, and
+exactly as the in-memory path checks and windows the whole table (after the same row
+operators, :func:`unit_rows`), with the plan's global cut times: its windows are the in-memory windows of its groups, in the same order, and
 none crosses a group or a split boundary. :func:`scan_unit` is one step of the streaming
 pass over the data: the training rows' feature moments, the windows per split, the labels
 seen and the content digest; :func:`merge_moments` combines the moments of all units into
@@ -20,6 +20,7 @@ import pandas as pd
 
 from engage.data.checks import validate_frame
 from engage.data.fingerprint import table_digest
+from engage.data.preprocess import apply_rows, build_operators
 from engage.data.simulator import fill_dropouts
 from engage.data.sources import key_columns
 from engage.data.stream_plan import StreamPlan, read_columns
@@ -123,11 +124,24 @@ def window_rows(
     return x if norm is None else norm.apply(x)
 
 
+def unit_rows(plan: StreamPlan, frame: pd.DataFrame) -> pd.DataFrame:
+    """A validated unit table after the spec's row operators (``resample``), as in memory.
+
+    A unit holds whole groups, and row operators work group by group, so the unit's rows
+    are those of its groups in the in-memory table.
+    """
+    return apply_rows(frame, build_operators(plan.spec.preprocess), plan.spec)
+
+
 def iter_split(
     plan: StreamPlan, unit: int, split: str, norm: Normalization | None, rows: int
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The ``split`` windows of unit ``unit`` and their raw labels, ``rows`` at a time."""
-    w = unit_windows(plan, read_unit(plan, unit))
+    """The ``split`` windows of unit ``unit`` and their raw labels, ``rows`` at a time.
+
+    The windows are those of the unit's rows after the row operators, normalised by
+    ``norm``; window operators are the caller's.
+    """
+    w = unit_windows(plan, unit_rows(plan, read_unit(plan, unit)))
     starts = w.starts[SPLITS.index(split)]
     for lo in range(0, len(starts), rows):
         part = starts[lo : lo + rows]

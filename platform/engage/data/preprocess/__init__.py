@@ -17,8 +17,14 @@ from engage.data.preprocess.base import (
     register_operator,
 )
 from engage.data.preprocess.device import Placement, guard, resolve_device
-from engage.data.preprocess.fitted import FittedPreprocess, fit_preprocess
-from engage.data.preprocess.plan import apply_rows, build_operators, preprocess_problems
+from engage.data.preprocess.fitted import FittedPreprocess, fit_in_parts, fit_preprocess
+from engage.data.preprocess.plan import (
+    apply_rows,
+    build_operators,
+    check_streamable,
+    preprocess_problems,
+    stream_refusals,
+)
 
 __all__ = [
     "OPERATORS",
@@ -29,10 +35,13 @@ __all__ = [
     "Placement",
     "apply_rows",
     "build_operators",
+    "check_streamable",
+    "fit_in_parts",
     "fit_preprocess",
     "guard",
     "make_operator",
     "preprocess_problems",
     "register_operator",
     "resolve_device",
+    "stream_refusals",
 ]

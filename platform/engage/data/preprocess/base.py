@@ -35,7 +35,10 @@ class Operator(ABC):
 
     Subclasses set ``name`` (the spec's ``op``), ``Params`` (their parameter model) and
     implement :meth:`transform`; ``level`` says whether they see windows or table rows,
-    and ``train_only`` marks augmentation, which serving and evaluation skip.
+    and ``train_only`` marks augmentation, which serving and evaluation skip. An
+    augmentation treats each window on its own (window ``i`` of a batch gets the ``i``-th
+    draws), so a split transformed in pieces gets the draws of the whole. ``fit_param``
+    names the parameter that makes the operator fit (for messages about its fit).
 
     Parameters
     ----------
@@ -47,6 +50,7 @@ class Operator(ABC):
     Params: ClassVar[type[OperatorParams]] = OperatorParams
     level: ClassVar[Literal["row", "window"]] = "window"
     train_only: ClassVar[bool] = False
+    fit_param: ClassVar[str | None] = None
 
     def __init__(self, params: OperatorParams) -> None:
         self.params = params
@@ -59,6 +63,43 @@ class Operator(ABC):
     def fit(self, x: torch.Tensor) -> State:
         """Learn the state from the training windows ``x`` (default: nothing to learn)."""
         return {}
+
+    @property
+    def fits_in_parts(self) -> bool:
+        """Whether :meth:`fit` can be computed part by part, as a streamed training split
+        needs (:meth:`fit_part`, :meth:`merge_parts`, :meth:`fit_from_parts`); true when
+        there is nothing to fit."""
+        return not self.needs_fit
+
+    def fit_part(self, x: torch.Tensor) -> State:
+        """Sufficient statistics of one part ``x`` of the training windows.
+
+        Raises
+        ------
+        NotImplementedError
+            If the operator does not fit in parts (:attr:`fits_in_parts` is false).
+        """
+        raise NotImplementedError(f"operator {self.name!r} does not fit in parts")
+
+    def merge_parts(self, a: State, b: State) -> State:
+        """The statistics of two parts together (an associative merge of :meth:`fit_part`'s).
+
+        Raises
+        ------
+        NotImplementedError
+            If the operator does not fit in parts.
+        """
+        raise NotImplementedError(f"operator {self.name!r} does not fit in parts")
+
+    def fit_from_parts(self, summary: State) -> State:
+        """The state :meth:`fit` would return on every part merged into ``summary``.
+
+        Raises
+        ------
+        NotImplementedError
+            If the operator does not fit in parts.
+        """
+        raise NotImplementedError(f"operator {self.name!r} does not fit in parts")
 
     @abstractmethod
     def transform(
@@ -79,6 +120,14 @@ class Operator(ABC):
     def output_shape(self, window: int, features: int) -> tuple[int, int]:
         """``(window, features)`` of the output for an input of that shape (default: same)."""
         return window, features
+
+    def time_span(self, first: int, last: int) -> tuple[int, int]:
+        """First and last time (ns) of a series after this operator (default: the same).
+
+        A row operator that moves them says how, so a streamed source's split cuts are
+        computed from its shards' key columns as the in-memory path computes them.
+        """
+        return first, last
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,14 @@ model, so serving keeps taking raw windows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engage.data.preprocess.base import FittedStep, Operator
-from engage.data.preprocess.device import Placement, guard
+from engage.data.preprocess.device import guard
 
 if TYPE_CHECKING:
     import torch
@@ -52,9 +52,18 @@ class FittedPreprocess:
         return window, features
 
     def transform(
-        self, x: np.ndarray, train: bool, device: torch.device | None = None
+        self,
+        x: np.ndarray,
+        train: bool,
+        device: torch.device | None = None,
+        start: int = 0,
+        total: int | None = None,
     ) -> tuple[np.ndarray, tuple[str, ...]]:
-        """Apply every step to windows ``x``, :data:`CHUNK` windows at a time.
+        """Apply every step to windows ``x``, at most :data:`CHUNK` windows at a time.
+
+        Augmentation draws its noise per chunk of :data:`CHUNK` windows of the whole split,
+        from a generator seeded by the operator's seed and the chunk's index, so a split
+        transformed in pieces (a streamed split, block by block) gets what it gets whole.
 
         Parameters
         ----------
@@ -64,36 +73,54 @@ class FittedPreprocess:
             Apply augmentation (``train_only`` operators) too, from their seeded generators.
         device : torch.device, optional
             Where to run; default the CPU. Each chunk passes the memory guard first.
+        start : int
+            Index of ``x[0]`` among the windows of its split.
+        total : int, optional
+            Windows in the whole split; default ``start + len(x)``.
 
         Returns
         -------
         tuple
             The float32 result and the guard's fall-back notes.
+
+        Raises
+        ------
+        ValueError
+            If ``total`` is below ``start + len(x)``.
         """
         import torch
 
         device = device or torch.device("cpu")
-        gens: dict[int, dict[str, torch.Generator]] = {}
+        total = start + len(x) if total is None else total
+        if total < start + len(x):
+            raise ValueError(f"total {total} is below start {start} + {len(x)} windows")
         out, notes = [], []
-        for lo in range(0, len(x), CHUNK):
-            chunk = torch.from_numpy(np.ascontiguousarray(x[lo : lo + CHUNK]))
+        for lo, hi in _pieces(start, len(x)):
+            chunk = torch.from_numpy(np.ascontiguousarray(x[lo:hi]))
             place = guard(device, chunk.nbytes)
             if place.note and place.note not in notes:
                 notes.append(place.note)
-            out.append(self._run(chunk, train, place, gens).cpu().numpy())
+            out.append(self._run(chunk, train, place.device, start + lo, total).cpu().numpy())
         if not out:
             window, features = self.output_shape(*x.shape[1:])
             return np.zeros((0, window, features), np.float32), ()
         return np.concatenate(out).astype(np.float32, copy=False), tuple(notes)
 
-    def _run(self, chunk: torch.Tensor, train: bool, place: Placement, gens: dict) -> torch.Tensor:
-        x = chunk.to(place.device)
-        for i, step in enumerate(self.steps):
+    def _run(
+        self, chunk: torch.Tensor, train: bool, device: torch.device, first: int, total: int
+    ) -> torch.Tensor:
+        """The steps on one piece of a chunk whose first window is window ``first`` of the split."""
+        x = chunk.to(device)
+        index, at = divmod(first, CHUNK)
+        size = min(CHUNK, total - index * CHUNK)  # the whole chunk's windows
+        for step in self.steps:
             if step.op.train_only and not train:
                 continue
-            gen = _generator(gens, i, step.op, place.device) if step.op.train_only else None
-            state = {k: v.to(place.device) for k, v in step.state.items()}
-            x = step.op.transform(x, state, gen)
+            state = {k: v.to(device) for k, v in step.state.items()}
+            if step.op.train_only:
+                x = _augment(step.op, x, state, index, at, size)
+            else:
+                x = step.op.transform(x, state)
         return x
 
     def module(self) -> PreprocessModule:
@@ -109,16 +136,41 @@ class FittedPreprocess:
         return Preprocessed(model, self.module())
 
 
-def _generator(gens: dict, i: int, op: Operator, device: torch.device) -> torch.Generator:
-    """One seeded generator per augmentation step and device, kept across chunks."""
+def _pieces(start: int, n: int) -> Iterator[tuple[int, int]]:
+    """``[lo, hi)`` ranges of ``n`` windows from window ``start`` that stay within one chunk."""
+    lo = 0
+    while lo < n:
+        hi = min(n, ((start + lo) // CHUNK + 1) * CHUNK - start)
+        yield lo, hi
+        lo = hi
+
+
+def _chunk_seed(seed: int, index: int) -> int:
+    """The seed of chunk ``index``'s draws: the operator's own seed for the first chunk.
+
+    Within 32 bits: torch's CPU generator (mt19937) keeps only the low 32 bits of a seed.
+    The odd golden-ratio step keeps the chunks of operators with nearby seeds apart.
+    """
+    return (seed + index * 2_654_435_761) % 2**32
+
+
+def _augment(
+    op: Operator, x: torch.Tensor, state: dict, index: int, at: int, size: int
+) -> torch.Tensor:
+    """``op`` on rows ``[at, at + len(x))`` of chunk ``index`` (``size`` windows long).
+
+    The noise is drawn for the whole chunk, so a piece of it gets the rows it would get
+    whole: augmentations treat each window on its own (see :class:`Operator`).
+    """
     import torch
 
-    per_step = gens.setdefault(i, {})
-    if device.type not in per_step:
-        gen = torch.Generator(device=device)
-        gen.manual_seed(op.params.seed)
-        per_step[device.type] = gen
-    return per_step[device.type]
+    gen = torch.Generator(device=x.device)
+    gen.manual_seed(_chunk_seed(op.params.seed, index))
+    if at == 0 and len(x) == size:
+        return op.transform(x, state, gen)
+    whole = x.new_zeros((size, *x.shape[1:]))
+    whole[at : at + len(x)] = x
+    return op.transform(whole, state, gen)[at : at + len(x)]
 
 
 def fit_preprocess(
@@ -149,3 +201,65 @@ def fit_preprocess(
             x, said = FittedPreprocess((steps[-1],)).transform(x, train=False, device=device)
             notes += [n for n in said if n not in notes]
     return FittedPreprocess(tuple(steps), device=device.type, notes=tuple(notes))
+
+
+def fit_in_parts(
+    ops: Sequence[Operator],
+    passes: Callable[[], Iterable[np.ndarray]],
+    device: torch.device | None = None,
+) -> FittedPreprocess:
+    """Fit the window operators of ``ops`` on a training split read in parts, never whole.
+
+    Each call of ``passes`` reads the training windows again, part by part. Every operator
+    with state takes one pass: its parts are the windows after the (fitted) operators
+    before it, without augmentation, as :func:`fit_preprocess` sees the whole split, and
+    its statistics are merged across parts (:meth:`Operator.fit_part`).
+
+    Parameters
+    ----------
+    ops : sequence of Operator
+        The operators of ``data.preprocess``, all of them (row operators are skipped), so
+        that a refusal names the step's index in the spec.
+
+    Raises
+    ------
+    SpecError
+        Before any pass, for an operator whose fit needs every training window at once.
+    """
+    import torch
+
+    from engage.data.preprocess.plan import check_streamable
+
+    check_streamable(ops)
+    device = device or torch.device("cpu")
+    steps: list[FittedStep] = []
+    notes: list[str] = []
+    for op in (op for op in ops if op.level == "window"):
+        state = {}
+        if op.needs_fit:
+            state = _fit_streamed(op, FittedPreprocess(tuple(steps)), passes, device, notes)
+        steps.append(FittedStep(op, state))
+    return FittedPreprocess(tuple(steps), device=device.type, notes=tuple(notes))
+
+
+def _fit_streamed(
+    op: Operator,
+    before: FittedPreprocess,
+    passes: Callable[[], Iterable[np.ndarray]],
+    device: torch.device,
+    notes: list[str],
+) -> dict:
+    """One pass: ``op``'s statistics of every part after ``before``, merged, as its state."""
+    import torch
+
+    summary = None
+    for part in passes():
+        x, said = before.transform(part, train=False, device=device)
+        place = guard(device, x.nbytes)
+        notes += [n for n in (*said, place.note) if n and n not in notes]
+        got = op.fit_part(torch.from_numpy(np.ascontiguousarray(x)).to(place.device))
+        got = {k: v.detach().cpu() for k, v in got.items()}
+        summary = got if summary is None else op.merge_parts(summary, got)
+    if summary is None:
+        raise ValueError(f"no training windows to fit {op.name!r} on")
+    return {k: v.detach().cpu() for k, v in op.fit_from_parts(summary).items()}

@@ -2,7 +2,8 @@
 
 :func:`preprocess_problems` is what ``engage validate`` reports (each problem located at
 its spec field); :func:`build_operators` turns ``data.preprocess`` into operators and
-:func:`apply_rows` runs the row-level ones on the validated table. Nothing here imports
+:func:`apply_rows` runs the row-level ones on the validated table; :func:`stream_refusals`
+names the operators that cannot fit on a streamed training split. Nothing here imports
 torch, so checking a spec stays fast.
 """
 
@@ -23,8 +24,9 @@ from engage.spec.models import DataSpec, PreprocessStep
 def preprocess_problems(spec: DataSpec) -> list[Problem]:
     """Every problem with ``data.preprocess``, each located at its spec field.
 
-    Unknown operators, parameters that fail the operator's schema, and a row operator
-    placed after a window operator (rows must be resampled before they are windowed).
+    Unknown operators, parameters that fail the operator's schema, a row operator placed
+    after a window operator (rows must be resampled before they are windowed), and with
+    ``streaming: true`` an operator that cannot fit on a stream (:func:`stream_refusals`).
     """
     problems: list[Problem] = []
     seen_window = False
@@ -45,7 +47,47 @@ def preprocess_problems(spec: DataSpec) -> list[Problem]:
                 Problem((*at, "op"), f"row operator {step.op!r} must come before window operators")
             )
         seen_window = seen_window or cls.level == "window"
+    if spec.streaming is True and not problems:
+        refused = stream_refusals(build_operators(spec.preprocess))
+        problems += [Problem(path, text) for path, text in refused]
     return problems
+
+
+def stream_refusals(ops: Sequence[Operator]) -> list[tuple[tuple, str]]:
+    """The spec path and text of each operator of ``ops`` that cannot fit on a stream.
+
+    A streamed training split is never in memory, so an operator whose fit needs every
+    training window at once (``clip`` by ``quantile``) cannot run on it; ``ops`` are all
+    of ``data.preprocess``, in order, so the path names the step.
+    """
+    refused = []
+    for i, op in enumerate(ops):
+        if op.needs_fit and not op.fits_in_parts:
+            field = ("params", op.fit_param) if op.fit_param else ("op",)
+            text = (
+                f"{op.name!r} with {op.fit_param or 'its parameters'} fits on every training "
+                "window in memory at once, and a streamed training split is never held in "
+                "memory; use fixed parameters or data.streaming: false"
+            )
+            refused.append((("data", "preprocess", i, *field), text))
+    return refused
+
+
+def check_streamable(ops: Sequence[Operator]) -> None:
+    """Refuse ``ops`` on a streamed training split if one cannot fit on it.
+
+    Raises
+    ------
+    SpecError
+        Naming the first such step's field, e.g. ``data.preprocess[1].params.quantile``.
+    """
+    refused = stream_refusals(ops)
+    if refused:
+        (_, _, i, *field), text = refused[0]
+        raise SpecError(
+            f"data.preprocess[{i}].{'.'.join(field)}: {text}",
+            hint="give the step fixed parameters (clip: low/high), or set data.streaming: false",
+        )
 
 
 def build_operators(steps: Sequence[PreprocessStep]) -> list[Operator]:

@@ -90,6 +90,11 @@ class Resample(Operator):
         """Not used on windows: resampling is row-level (see :meth:`apply_rows`)."""
         return x
 
+    def time_span(self, first: int, last: int) -> tuple[int, int]:
+        """The grid starts at the first reading and ends at its last step before ``last``."""
+        step = pd.Timedelta(pd.tseries.frequencies.to_offset(self.params.every)).value
+        return first, first + (last - first) // step * step
+
     def apply_rows(
         self, frame: pd.DataFrame, time: str, group: str | None, features: list[str]
     ) -> pd.DataFrame:

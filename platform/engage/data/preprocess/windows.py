@@ -43,6 +43,7 @@ class Clip(Operator):
 
     name = "clip"
     Params = ClipParams
+    fit_param = "quantile"  # exact quantiles need every training value: no fit in parts
 
     @property
     def needs_fit(self) -> bool:
@@ -202,6 +203,7 @@ class Spectral(Operator):
 
     name = "spectral"
     Params = SpectralParams
+    fit_param = "standardize"
 
     @property
     def needs_fit(self) -> bool:
@@ -229,6 +231,40 @@ class Spectral(Operator):
         std = m.std(dim=0, unbiased=False)
         std = torch.where(std > 0, std, torch.ones_like(std))
         return {"mean": m.mean(dim=0).to(x.dtype), "std": std.to(x.dtype)}
+
+    @property
+    def fits_in_parts(self) -> bool:
+        """True: the per-bin mean and std merge across parts (Chan's pairwise update)."""
+        return True
+
+    def fit_part(self, x: torch.Tensor) -> State:
+        """Count, mean and sum of squared deviations of each (bin, feature) magnitude (float64)."""
+        import torch
+
+        m = self._magnitudes(x)
+        mean = m.mean(dim=0) if len(m) else m.new_zeros(m.shape[1:])
+        n = torch.tensor(float(len(m)), dtype=torch.float64)
+        return {"n": n, "mean": mean, "m2": ((m - mean) ** 2).sum(dim=0)}
+
+    def merge_parts(self, a: State, b: State) -> State:
+        """The moments of both parts' magnitudes together."""
+        n = a["n"] + b["n"]
+        if float(n) == 0:
+            return a
+        delta = b["mean"].to(a["mean"].device) - a["mean"]
+        mean = a["mean"] + delta * (b["n"] / n)
+        m2 = a["m2"] + b["m2"].to(a["m2"].device) + delta**2 * (a["n"] * b["n"] / n)
+        return {"n": n, "mean": mean, "m2": m2}
+
+    def fit_from_parts(self, summary: State) -> State:
+        """What :meth:`fit` returns on all the parts' windows (float32, as windows are)."""
+        import torch
+
+        if not self.params.standardize:
+            return {}
+        std = torch.sqrt(summary["m2"] / summary["n"].clamp(min=1.0))
+        std = torch.where(std > 0, std, torch.ones_like(std))
+        return {"mean": summary["mean"].float(), "std": std.float()}
 
     def transform(
         self, x: torch.Tensor, state: State, generator: torch.Generator | None = None

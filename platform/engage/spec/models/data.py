@@ -199,11 +199,8 @@ class DataSpec(StrictModel):
                 f"not {what or repr(self.source.type)}; set data.source.shards, or "
                 "streaming: auto or false"
             )
-        if self.streaming is True and self.preprocess:
-            raise ValueError(
-                "streaming: true does not run data.preprocess steps yet; remove them or set "
-                "streaming: false"
-            )
+        # data.preprocess streams too; an operator whose fit needs every training window
+        # (clip by quantile) is refused at its own field by engage.data.preprocess.plan.
         return self
 
     @model_validator(mode="after")
