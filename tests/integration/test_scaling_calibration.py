@@ -8,6 +8,7 @@ each, so the whole file stays well under a minute.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -51,12 +52,25 @@ def test_calibration_with_1_and_2_gloo_workers_feeds_the_plan() -> None:
     assert two.alone_seconds > 0
     assert report.model.contention == pytest.approx(two.local_seconds / two.alone_seconds)
     assert report.sources["network"].endswith("scaled to the all-reduce inside DDP steps")
+    # DDP's own work (a DDP step that sends nothing against the plain step, every worker at
+    # once) and how the compute and the in-step all-reduce spread: measured, and model inputs.
+    assert math.isfinite(two.ddp_overhead)
+    assert report.model.ddp_overhead == max(0.0, two.ddp_overhead)
+    assert len(two.local_times) == 4
+    assert len(two.allreduce_times) == 4
+    assert all(t > 0 for t in two.allreduce_times)
+    assert len(report.model.comm_spread) == 4
+    assert len(report.model.compute_spread) == 4
+    assert one.ddp_overhead == 0.0  # one worker: no DDP
     assert one.comm == {}  # one worker: no DDP, nothing to all-reduce
     # Two workers all-reduce through the fp16 hook, and its timer saw every step.
     assert two.comm["allreduce_buckets"] >= 1
     assert two.comm["allreduce_seconds"] > 0
-    # More bytes take longer on a real link; the fit gives a positive bandwidth.
-    assert two.allreduce[1 << 21] > two.allreduce[1 << 12]
+    # More bytes take longer on a real link: compared on each size's fastest repeat, the
+    # floor the link sets. A median of 3 repeats is not that under the other lane's load (a
+    # 4 KiB median of 4.35 ms against 2.0 ms for 2 MiB was seen); the fit, on the medians,
+    # still gives a positive bandwidth.
+    assert two.allreduce_min[1 << 21] > two.allreduce_min[1 << 12]
     assert report.model.network.bandwidth > 1e6
     assert report.sources["network"].startswith("measured")
     # On this CPU node the all-reduce runs on the cores the backward pass uses: none hidden.

@@ -97,6 +97,13 @@ def print_report(console: Console, name: str, report: Any) -> None:
             f"shared node: one worker's compute takes x{model.contention:.2f} while the "
             "other workers compute too (measured on Ray, no gradient exchange)"
         )
+    if model.ddp_overhead or model.comm_spread:
+        spread = sorted(model.comm_spread) or [1.0]
+        console.print(
+            f"DDP's own work: {model.ddp_overhead * 1e3:.2f} ms per step; the all-reduce inside "
+            f"a step took x{spread[0]:.2f}-x{spread[-1]:.2f} its median (the step's median "
+            "counts how the parts spread, not the sum of their medians)"
+        )
     if model.jitter:
         from engage.train.scaling.model import straggler_factor
 

@@ -2,9 +2,10 @@
 
 One step on N workers takes
 
-    T(N) = compute(b) + max(0, comm(N) - overlap * backward(b))
+    T(N) = compute(b) + ddp_overhead + max(0, comm(N) - overlap * backward(b))
 
-where ``compute(b) = step_overhead + b * seconds_per_sample`` is the forward, backward and
+(on one worker just ``compute(b)``: no DDP, nothing to send), where
+``compute(b) = step_overhead + b * seconds_per_sample`` is the forward, backward and
 optimiser time of one worker's batch ``b``, ``backward(b)`` its backward share, and ``comm``
 the ring all-reduce of the gradients:
 
@@ -28,12 +29,25 @@ times (``jitter``: step times over their mean), the compute term on N workers is
 maximum of N draws from that spread (:func:`straggler_factor`), 1 on one worker; on a quiet
 GPU node the spread is narrow and the factor near 1, on shared CPUs it is not.
 
+DDP does work of its own beside sending gradients: its forward bookkeeping, the autograd hooks
+that copy each gradient into its bucket, the hook's future, copying the buckets back.
+``ddp_overhead`` is those seconds per step on N > 1 workers (measured as a DDP step whose hook
+sends nothing against the plain step, every worker at once).
+
+The step's measured length is a median, and the median of a sum is not the sum of medians when
+its parts vary: the all-reduce inside a step has a long tail (a peer waiting for a core), so
+adding the medians of compute and all-reduce undercounts the median step. Given how each part
+spreads (``compute_spread``, ``comm_spread``: measured times over their median), the model's
+step on N > 1 workers is the median over every pair, as for two independent parts
+(:func:`median_of_sums`); with no spreads it is the plain sum.
+
 Pure arithmetic: no torch, no Ray; :mod:`engage.train.scaling.calibrate` measures the inputs.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -74,6 +88,26 @@ def straggler_factor(jitter: tuple[float, ...], workers: int) -> float:
     mean = sum(xs) / n
     expected = sum(x * ((k / n) ** workers - ((k - 1) / n) ** workers) for k, x in enumerate(xs, 1))
     return expected / mean
+
+
+def median_of_sums(xs: tuple[float, ...], ys: tuple[float, ...]) -> float:
+    """The median of ``x + y`` over every pair of ``xs`` and ``ys``: the median of the sum of two
+    independent parts given samples of each (not the sum of their medians when they are skewed).
+
+    Raises
+    ------
+    ValueError
+        If either is empty.
+    """
+    if not xs or not ys:
+        raise ValueError("median_of_sums needs samples of both parts")
+    return statistics.median(x + y for x in xs for y in ys)
+
+
+def relative_spread(times: tuple[float, ...] | list[float]) -> tuple[float, ...]:
+    """Measured ``times`` over their median (empty for no times or a median of 0)."""
+    median = statistics.median(times) if times else 0.0
+    return tuple(t / median for t in times) if median > 0 else ()
 
 
 @dataclass(frozen=True)
@@ -136,6 +170,12 @@ class ScalingModel:
     contention
         Compute slowdown of each worker when more than one shares the node (see the module
         docstring; 1.0: none).
+    ddp_overhead
+        Seconds of DDP's own work per step on more than one worker (not scaled by ``speed``:
+        it is host-side bookkeeping and copies, measured on this node).
+    compute_spread, comm_spread
+        The contended compute's and the in-step all-reduce's measured times over their median
+        (empty: no spread); the step on N > 1 is the median over their pairs.
     """
 
     step: StepProfile
@@ -147,6 +187,9 @@ class ScalingModel:
     min_compute: float = 0.0
     jitter: tuple[float, ...] = ()
     contention: float = 1.0
+    ddp_overhead: float = 0.0
+    compute_spread: tuple[float, ...] = ()
+    comm_spread: tuple[float, ...] = ()
 
     def comm_seconds(self, workers: int) -> float:
         """Seconds one step's gradient all-reduce takes on ``workers`` workers."""
@@ -166,7 +209,15 @@ class ScalingModel:
             compute *= self.contention
         hidden = self.overlap * self.step.backward_fraction * compute
         slowest = compute * straggler_factor(self.jitter, workers)
-        return slowest + max(0.0, self.comm_seconds(workers) - hidden)
+        if workers == 1:
+            return slowest
+        comm = self.comm_seconds(workers)
+        return median_of_sums(
+            tuple(slowest * c for c in self.compute_spread or (1.0,)),
+            tuple(
+                self.ddp_overhead + max(0.0, comm * m - hidden) for m in self.comm_spread or (1.0,)
+            ),
+        )
 
     def per_worker_batch(self, workers: int, batch: int, mode: BatchMode) -> float:
         """One worker's batch: ``batch`` itself (weak scaling) or ``batch / workers`` (strong)."""

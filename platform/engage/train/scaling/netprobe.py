@@ -4,7 +4,9 @@ Each worker is a Ray actor in one gloo process group (rendezvous on loopback, as
 embedded cluster is). The probe times ``all_reduce`` over a few tensor sizes, from which
 :func:`fit_network` reads the bandwidth and the per-hop latency, and times real DDP steps of
 the spec's model (built by the training loop's own :func:`~engage.train.loop.build_model`)
-with the communication timer of :mod:`engage.train.comm`, which gives the measured overlap.
+with the communication timer of :mod:`engage.train.comm`, which gives the measured overlap,
+interleaved with plain steps (alone, and every worker at once: the node's contention) and DDP
+steps whose hook sends nothing (DDP's own work per step, :func:`ddp_overhead`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ class ProbeResult:
     contention; ``alone_seconds`` (more than one worker) the median plain step of rank 0 while
     the others wait, interleaved with those: one worker's step under the same load. The
     ``_min`` twins are the fastest repeat: on a machine shared with other work the median
-    includes waiting for a core, the minimum mostly does not.
+    includes waiting for a core, the minimum mostly does not. ``ddp_overhead`` (more than one
+    worker) is what DDP's own work adds to a step beside the all-reduce (:func:`ddp_overhead`),
+    timed between the others under the same load. ``local_times`` are the slowest worker's
+    plain steps with every worker stepping, ``allreduce_times`` rank 0's all-reduce seconds
+    inside each DDP step (how the two spread: :func:`~engage.train.scaling.model.median_of_sums`).
     """
 
     workers: int
@@ -46,6 +52,9 @@ class ProbeResult:
     local_seconds: float = 0.0
     local_min: float = 0.0
     alone_seconds: float = 0.0
+    ddp_overhead: float = 0.0
+    local_times: tuple[float, ...] = ()
+    allreduce_times: tuple[float, ...] = ()
 
     @property
     def jitter(self) -> tuple[float, ...]:
@@ -68,6 +77,35 @@ def contention(one: ProbeResult, many: ProbeResult) -> float:
     if alone <= 0 or many.local_seconds <= 0:
         return 1.0
     return many.local_seconds / alone
+
+
+def ddp_overhead(plain: list[float], ddp: list[float]) -> float:
+    """Seconds DDP's own work adds to a step: the median over paired repeats of a DDP step whose
+    communication hook exchanges nothing less the plain step.
+
+    Both are timed on every worker at once, back to back, so both halves of a pair see the
+    same load and the same contention, and the difference is what DDP does beside sending
+    gradients: its forward bookkeeping, the autograd hooks that copy each gradient into its
+    bucket, the hook's future, and copying the buckets back into the gradients.
+
+    Raises
+    ------
+    ValueError
+        If the lists differ in length or are empty.
+    """
+    if not plain or len(plain) != len(ddp):
+        raise ValueError(f"ddp_overhead needs paired timings, got {len(plain)} and {len(ddp)}")
+    return statistics.median(d - p for p, d in zip(plain, ddp, strict=True))
+
+
+def _no_exchange(state, bucket):  # type: ignore[no-untyped-def]
+    """A DDP communication hook that sends nothing: the bucket comes back as it went in.
+    (No annotations: DDP checks a hook's annotations against its own types.)"""
+    import torch
+
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
 
 
 def fit_network(workers: int, timings: dict[int, float]) -> Network:
@@ -127,50 +165,71 @@ class _ProbeWorker:
         return out
 
     def time_steps(self, job: Any, batch: int, steps: int) -> dict[str, Any]:
-        """Time ``job``'s model in three kinds of step, interleaved so that all three see the
-        same load on the machine: ``alone``, a plain step on rank 0 while the others wait (a
-        1-worker job's step; only with more than one worker); ``local``, a plain step on every
-        worker at once (no gradient exchange); ``ddp``, a DDP step (DDP and the communication
-        timer only with more than one worker), with ``comm`` the medians of the timer's figures.
+        """Time ``job``'s model in four kinds of step, interleaved so that all see the same load
+        on the machine: ``alone``, a plain step on rank 0 while the others wait (a 1-worker
+        job's step; only with more than one worker); ``local``, a plain step on every worker at
+        once (no gradient exchange); ``bare``, a DDP step whose hook exchanges nothing, on every
+        worker at once (DDP's own work; only with more than one worker); ``ddp``, a DDP step
+        (DDP and the communication timer only with more than one worker), with ``comm`` the
+        medians of the timer's figures.
         """
         import torch.distributed as dist
-        from torch import nn
 
-        from engage.train.comm import apply_comm, ddp_kwargs
-        from engage.train.loop import build_model, make_optimizer
+        from engage.train.loop import make_optimizer
 
-        comm = job.train.comm
-        plain = build_model(job)
-        model = plain
-        if self.world > 1:
-            model = nn.parallel.DistributedDataParallel(plain, **ddp_kwargs(comm))
-        timer = apply_comm(model, comm) if comm is not None else None
-        if timer is None and self.world > 1:
-            from engage.spec.models import CommSpec
-
-            timer = apply_comm(model, CommSpec())
+        plain, bare, model, timer = self._models(job)
         step = self._stepper(job, batch)
         plain_opt = make_optimizer(job.train, plain.parameters())
+        bare_opt = make_optimizer(job.train, bare.parameters())
         ddp_opt = make_optimizer(job.train, model.parameters())
-        out: dict[str, list] = {"alone": [], "local": [], "ddp": [], "comm": []}
+        out: dict[str, list] = {k: [] for k in ("alone", "local", "bare", "ddp", "span", "comm")}
         for i in range(steps + 2):
             keep = i >= 2  # DDP rebuilds its buckets after the first step
             if self.world > 1:
                 dist.barrier()
                 seconds = step(plain, plain_opt) if self.rank == 0 else 0.0
                 out["alone"] += [seconds] if keep and self.rank == 0 else []
-            dist.barrier()
-            seconds = step(plain, plain_opt)
-            out["local"] += [seconds] if keep else []
+            for kind, net, opt in (("local", plain, plain_opt), ("bare", bare, bare_opt)):
+                if kind == "local" or self.world > 1:
+                    dist.barrier()
+                    seconds = step(net, opt)
+                    out[kind] += [seconds] if keep else []
             dist.barrier()
             seconds = step(model, ddp_opt)
             figures = timer.step_metrics() if timer else {}
             if keep:
                 out["ddp"].append(seconds)
                 out["comm"].append(figures)
+                out["span"].append(figures.get("allreduce_seconds", 0.0))
         comms = out.pop("comm")
         keys = comms[0].keys() if comms and comms[0] else []
         return {**out, "comm": {k: statistics.median(c[k] for c in comms) for k in keys}}
+
+    def _models(self, job: Any) -> tuple[Any, Any, Any, Any]:
+        """The plain model, its DDP twin whose hook sends nothing, the DDP model with the
+        spec's communication hook, and that hook's timer (both DDP ones, and the timer, only
+        with more than one worker: the plain model stands in for them on one)."""
+        import copy
+
+        from torch import nn
+
+        from engage.train.comm import apply_comm, ddp_kwargs
+        from engage.train.loop import build_model
+
+        comm = job.train.comm
+        plain = build_model(job)
+        model = bare = plain
+        if self.world > 1:
+            # Copied before DDP wraps ``plain``: a copy made after would carry its reducer's hooks.
+            bare = nn.parallel.DistributedDataParallel(copy.deepcopy(plain), **ddp_kwargs(comm))
+            bare.register_comm_hook(None, _no_exchange)
+            model = nn.parallel.DistributedDataParallel(plain, **ddp_kwargs(comm))
+        timer = apply_comm(model, comm) if comm is not None else None
+        if timer is None and self.world > 1:
+            from engage.spec.models import CommSpec
+
+            timer = apply_comm(model, CommSpec())
+        return plain, bare, model, timer
 
     @staticmethod
     def _stepper(job: Any, batch: int) -> Any:
@@ -236,11 +295,22 @@ def probe(
         for a in actors:
             ray.kill(a)
 
-    # The slowest worker sets the pace of a synchronous step.
+    return summarise(workers, batch, timings, steps_out)
+
+
+def summarise(
+    workers: int, batch: int, timings: list[dict[int, list[float]]], steps_out: list[dict]
+) -> ProbeResult:
+    """The probe's result from every worker's all-reduce ``timings`` and step timings
+    (:meth:`_ProbeWorker.time_steps`): the slowest worker's figures, which set the pace of a
+    synchronous step; the timer's figures and the steps alone from rank 0."""
+
     def worst(stat: Any, runs: list[list[float]]) -> float:
         """The slowest worker's statistic."""
         return max(stat(r) for r in runs)
 
+    sizes = list(timings[0])
+    many = workers > 1
     return ProbeResult(
         workers=workers,
         batch=batch,
@@ -252,5 +322,15 @@ def probe(
         step_times=tuple(max((t["ddp"] for t in steps_out), key=statistics.median)),
         local_seconds=worst(statistics.median, [t["local"] for t in steps_out]),
         local_min=worst(min, [t["local"] for t in steps_out]),
-        alone_seconds=statistics.median(steps_out[0]["alone"]) if workers > 1 else 0.0,
+        alone_seconds=statistics.median(steps_out[0]["alone"]) if many else 0.0,
+        local_times=tuple(max((t["local"] for t in steps_out), key=statistics.median)),
+        allreduce_times=tuple(steps_out[0]["span"]) if many else (),
+        ddp_overhead=(
+            ddp_overhead(
+                [t for s in steps_out for t in s["local"]],
+                [t for s in steps_out for t in s["bare"]],
+            )
+            if many
+            else 0.0
+        ),
     )

@@ -15,7 +15,13 @@ from typing import Any
 from engage.train.scaling.calibrate import Calibration, calibrate, powersgd_ratio
 from engage.train.scaling.inputs import DeviceProfile
 from engage.train.scaling.memory import MemoryEstimate, estimate_memory
-from engage.train.scaling.model import BatchMode, Network, ScalingModel, StepProfile
+from engage.train.scaling.model import (
+    BatchMode,
+    Network,
+    ScalingModel,
+    StepProfile,
+    relative_spread,
+)
 from engage.train.scaling.netprobe import ProbeResult, contention, fit_network
 from engage.train.scaling.plan import Economics, Plan, make_plan
 from engage.train.scaling.strategy import StrategyChoice, checkpointable, decide, worker_capacity
@@ -149,19 +155,95 @@ def measured_overlap_share(
     contention: float,
     speed: float,
     cpu_node: bool,
+    work_share: float = 1.0,
 ) -> tuple[float, str]:
     """The model's ``overlap`` from the timer's measured share of all-reduce time that ran
     beside the backward pass, and its source.
 
-    On a CPU node whose workers keep its cores busy (``cpu_node``), that share ran on the same
-    cores as the backward pass: concurrent, not hidden, so none counts (what the measured steps
-    here bear out). Elsewhere it becomes a share of the backward (:func:`backward_share`).
+    On a CPU node whose workers keep its cores busy (``cpu_node``), the all-reduce beside the
+    backward pass runs on the same cores: the part of it that works (``work_share``: the
+    all-reduce's time back to back on idle processes over its time inside the step) takes
+    those cores from the backward and is not hidden; the rest is waiting (for the peer, for a
+    core), which the backward does hide. Elsewhere all of it counts. The hidden seconds become
+    a share of the backward (:func:`backward_share`).
     """
-    if cpu_node:
-        return CPU_OVERLAP, (
-            f"none: {hidden:.0%} of the all-reduce ran beside backward, on the same busy cores"
+    share = hidden * (1.0 - min(1.0, max(0.0, work_share))) if cpu_node else hidden
+    overlap = backward_share(step, network, share, batch, contention, speed)
+    if not cpu_node:
+        return overlap, "measured"
+    if share <= 0:
+        return CPU_OVERLAP, f"none: {hidden:.0%} of the all-reduce ran beside backward"
+    return overlap, (
+        f"measured: {hidden:.0%} of the all-reduce ran beside backward, {1 - work_share:.0%} "
+        "of it waiting (hidden), the rest working on the same cores (not hidden)"
+    )
+
+
+def work_share(step: StepProfile, fitted: Network, in_step: Network) -> float:
+    """The share of the all-reduce's time inside a step that it spends working: its time on
+    the link fitted to back-to-back all-reduces on idle processes over its time on the link
+    as the steps saw it (1.0 when they agree or either is unmeasured)."""
+    inside = ScalingModel(step, in_step).comm_seconds(2)
+    alone = ScalingModel(step, fitted).comm_seconds(2)
+    return min(1.0, alone / inside) if inside > 0 else 1.0
+
+
+def on_this_node(two: ProbeResult) -> dict[str, Any]:
+    """The model's inputs that hold for this node only, from the 2-worker probe: DDP's own
+    per-step work and how the contended compute and the in-step all-reduce spread."""
+    return {
+        "ddp_overhead": max(0.0, two.ddp_overhead),
+        "compute_spread": relative_spread(two.local_times),
+        "comm_spread": relative_spread(two.allreduce_times),
+    }
+
+
+def fit_model(
+    cal: Calibration,
+    network: Network,
+    measured_overlap: float | None,
+    probes: list[ProbeResult],
+    per_worker: int,
+    request: PlanRequest,
+) -> tuple[ScalingModel, dict[str, str]]:
+    """The scaling model from what was measured: the calibration, the link (given, or fitted to
+    the probes' all-reduces), the timer's overlap and the 1- and 2-worker ``probes`` (empty
+    when the bandwidth was given). Returns it with where its speed and overlap came from, and
+    what was done to the link (``sources["network"]``, to follow the link's own source).
+
+    The one place the prediction is put together: ``engage plan`` and the benchmark call it.
+    """
+    speed, speed_source = device_speed(request, cal)
+    here = bool(probes) and request.device.tflops is None
+    # The slowdown of workers sharing this node's cores (a GPU each shares far less), DDP's own
+    # work and the all-reduce as a step here sees it, which includes waiting for the slower
+    # worker: all apply to this machine only. That wait is why no straggler term is added.
+    shared = contention(probes[0], probes[1]) if here else 1.0
+    working, net_note = 1.0, ""
+    if here:
+        fitted, network = network, in_step_network(cal.step, network, probes[1])
+        working = work_share(cal.step, fitted, network)
+        net_note = ", scaled to the all-reduce inside DDP steps"
+        if request.speed is None:
+            speed, speed_source = ray_speed(cal, probes[1], per_worker)
+    overlap, overlap_source = request.overlap, "--overlap"
+    if overlap is None and measured_overlap is not None:
+        overlap, overlap_source = measured_overlap_share(
+            cal.step, network, measured_overlap, per_worker, shared, speed, here, working
         )
-    return backward_share(step, network, hidden, batch, contention, speed), "measured"
+    if overlap is None:
+        default = CPU_OVERLAP if request.device.tflops is None else GPU_OVERLAP
+        overlap, overlap_source = default, f"assumed for {request.device.name}"
+    model = ScalingModel(
+        cal.step,
+        network,
+        overlap=overlap,
+        speed=speed,
+        min_compute=request.device.step_floor if request.device.tflops is not None else 0.0,
+        contention=shared,
+        **(on_this_node(probes[1]) if here else {}),
+    )
+    return model, {"network": net_note, "speed": speed_source, "overlap": overlap_source}
 
 
 def build_report(
@@ -190,37 +272,8 @@ def build_report(
     network, measured_overlap, probes, net_source = _network(
         request, job, per_worker, probe, progress
     )
-    speed, speed_source = device_speed(request, cal)
-    here = bool(probes) and request.device.tflops is None
-    # The slowdown of workers sharing this node's cores (a GPU each shares far less), and the
-    # all-reduce as a step here sees it, which includes waiting for the slower worker: both
-    # apply to this machine only. That wait is why no separate straggler term is added here.
-    shared = contention(probes[0], probes[1]) if here else 1.0
-    if here:
-        network = in_step_network(cal.step, network, probes[1])
-        net_source += ", scaled to the all-reduce inside DDP steps"
-        if request.speed is None:
-            speed, speed_source = ray_speed(cal, probes[1], per_worker)
-    jitter: tuple[float, ...] = ()
-    default_overlap = CPU_OVERLAP if request.device.tflops is None else GPU_OVERLAP
-    overlap_source = "--overlap" if request.overlap is not None else "measured"
-    overlap = request.overlap
-    if overlap is None and measured_overlap is not None:
-        overlap, overlap_source = measured_overlap_share(
-            cal.step, network, measured_overlap, per_worker, shared, speed, here
-        )
-    if overlap is None:
-        overlap, overlap_source = default_overlap, f"assumed for {request.device.name}"
-    floor = request.device.step_floor if request.device.tflops is not None else 0.0
-    model = ScalingModel(
-        cal.step,
-        network,
-        overlap=overlap,
-        speed=speed,
-        min_compute=floor,
-        jitter=jitter,
-        contention=shared,
-    )
+    model, sources = fit_model(cal, network, measured_overlap, probes, per_worker, request)
+    sources["network"] = net_source + sources["network"]
     progress("estimating memory on the meta device")
     shape = (per_worker, job.shape.window, job.shape.features)
     memory = estimate_memory(lambda: build_model(job), shape, spec.optimizer)
@@ -230,7 +283,6 @@ def build_report(
     powersgd = {r: powersgd_ratio(cal.param_shapes, r) for r in POWERSGD_RANKS}
     capacity = int(request.device.memory_gib * 2**30)
     plan = make_plan(model, request.workers, batch, request.mode, econ, powersgd, memory, capacity)
-    sources = {"network": net_source, "speed": speed_source, "overlap": overlap_source}
     auto, auto_error = auto_choice(job, memory, request.device)
     return PlanReport(
         request, cal, model, memory, plan, batch, n, spec.epochs, price, sources, probes,
