@@ -10,7 +10,7 @@ training worker talks to MLflow or Prometheus directly.
 The durability contract (what "reported" means; measured by
 ``benchmarks/tracking_durability.py``, docs/BENCHMARKS.md):
 
-- A call returns at once. The Reporter sends its buffer when it holds ``max_batch`` events
+- A call returns at once. The Reporter sends its buffer when it holds ``max_batch`` points
   (256 on the driver, ``HUB_MAX_BATCH`` = 1024 on a worker), from a background thread; when its oldest event is ``max_age_s`` (0.5 s) old,
   from a timer, whether or not another call comes; and at once on :meth:`Reporter.lifecycle`
   and :meth:`Reporter.flush` (the training loop flushes at every epoch boundary).
@@ -101,7 +101,7 @@ class Reporter:
     """The reporting API handed to workers and stages.
 
     Calls buffer locally and return at once. The buffer goes out when it holds
-    ``max_batch`` events (by default the transport's ``max_batch`` attribute where it has
+    ``max_batch`` points (by default the transport's ``max_batch`` attribute where it has
     one, :data:`HUB_MAX_BATCH` for the hub, else :data:`MAX_BATCH`; handed to a
     background thread, so the caller never waits for
     the send), when its oldest event is ``max_age_s`` old (sent by a timer, whether or

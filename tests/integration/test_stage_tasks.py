@@ -30,17 +30,21 @@ def _loaded(*overrides: str):
     return parse_spec(MINIMAL, overrides=(*SMALL, *overrides))
 
 
-def _task_names() -> set[str]:
-    """Names of the finished tasks the State API lists (its task events lag a moment)."""
+def _finished(names: set[str]) -> set[str]:
+    """Which of ``names`` the State API lists as finished tasks (its task events lag a
+    moment). Asked by name: the shared session holds more tasks than a listing returns."""
     import ray
     from ray.util import state
 
-    tasks = state.list_tasks(
-        address=ray.get_runtime_context().gcs_address,  # other Ray instances may run here
-        filters=[("state", "=", "FINISHED")],
-        raise_on_missing_output=False,
-    )
-    return {t.name for t in tasks}
+    found = set()
+    for name in names:
+        tasks = state.list_tasks(
+            address=ray.get_runtime_context().gcs_address,  # other Ray instances may run here
+            filters=[("name", "=", name), ("state", "=", "FINISHED")],
+            raise_on_missing_output=False,
+        )
+        found |= {t.name for t in tasks}
+    return found
 
 
 def _assert_same_data(remote, local) -> None:
@@ -86,9 +90,10 @@ def test_the_data_stage_and_the_evaluation_in_ray_tasks_equal_the_driver(ray_loc
     assert {"test_loss", "test_accuracy"} <= in_task.keys()
     for key, value in in_driver.items():
         assert in_task[key] == pytest.approx(value, rel=1e-6, abs=1e-9), key
+    wanted = {"engage.prepare_data", "engage.evaluate"}
     deadline = time.monotonic() + 30
-    while not {"engage.prepare_data", "engage.evaluate"} <= (names := _task_names()):
-        assert time.monotonic() < deadline, names
+    while (found := _finished(wanted)) != wanted:
+        assert time.monotonic() < deadline, found
         time.sleep(0.5)
 
 
