@@ -26,6 +26,9 @@ from engage.events import HUB_MAX_BATCH, MAX_BATCH
 ARMS = {
     "A": "no reporting (same actor)",
     "W": "Reporter(HubTransport(hub)) in the actor, the driver's EventPump spooling",
+    # Diagnostic: where W's extra step CPU comes from when the driver (on the same cores)
+    # does none of its pumping and spooling while the round runs.
+    "P": "as W, the driver's pump held until the round ends (diagnostic)",
 }
 
 
@@ -141,8 +144,10 @@ def worker_overhead(home: Path, uri: str, steps: int, reps: int) -> dict:
         count.points = 0
         rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in ARMS}
         for r in range(reps):
-            for name in ("A", "W") if r % 2 == 0 else ("W", "A"):
-                rounds[name].append(_call(actor, pump, HUB_POLL_S, steps, name == "W"))
+            for name in ("A", "W", "P") if r % 2 == 0 else ("P", "W", "A"):
+                rounds[name].append(
+                    _call(actor, pump, HUB_POLL_S, steps, name != "A", pumping=name != "P")
+                )
             if (r + 1) % max(reps // 8, 1) == 0 or r + 1 == reps:
                 print(
                     f"worker round {r + 1}/{reps}: "
@@ -160,7 +165,7 @@ def worker_overhead(home: Path, uri: str, steps: int, reps: int) -> dict:
     finally:
         ray.shutdown()
         spool.close()
-    expected = reps * steps * METRICS_PER_STEP
+    expected = reps * steps * METRICS_PER_STEP * (len(ARMS) - 1)  # every arm but A reports
     return {
         "steps": steps,
         "reps": reps,
@@ -194,15 +199,22 @@ def _parts(actor: Any, pump: Any, poll_s: float, steps: int = 2000, runs: int = 
     return figures
 
 
-def _call(actor: Any, pump: Any, poll_s: float, steps: int, report: bool) -> dict[str, Any]:
-    """One round on the actor while the driver pumps the hub; adds the driver's CPU."""
+def _call(
+    actor: Any, pump: Any, poll_s: float, steps: int, report: bool, pumping: bool = True
+) -> dict[str, Any]:
+    """One round on the actor while the driver pumps the hub (or, ``pumping`` false, only
+    once the round has ended); adds the driver's CPU."""
     import ray
 
     ref = actor.round.remote(steps, report)
     cpu0 = time.process_time()
     while not ray.wait([ref], timeout=poll_s)[0]:
-        pump.poll()
-    pump.poll()  # what the round's final flush pushed
+        if pumping:
+            pump.poll()
+    if pumping:
+        pump.poll()  # what the round's final flush pushed
+    else:
+        pump.finish()  # everything the round pushed, now that it has ended
     out = ray.get(ref)
     out["driver_cpu_s"] = time.process_time() - cpu0
     return out
@@ -253,7 +265,7 @@ def _verdict(ci: tuple[float, float]) -> str:
 
 def worker_section(res: dict, head: str) -> str:
     """The BENCHMARKS.md section of :func:`worker_overhead` (``head``: machine, command, load)."""
-    a, w = res["arms"]["A"], res["arms"]["W"]
+    w = res["arms"]["W"]
     parts = res["parts"]
     rows = "\n".join(
         f"| {n}: {ARMS[n]} | {x['median_ms']:.3f} | {100 * x['overhead_median']:+.1f}% "
@@ -262,7 +274,7 @@ def worker_section(res: dict, head: str) -> str:
         f"{x['extra_cpu_s_us'] / STEP_BUDGET_US:+.2f}% | "
         f"{x['extra_thread_s_us']:+.1f} {_ci(x['extra_thread_s_ci'])} | "
         f"{x['extra_driver_cpu_s_us']:+.1f} {_ci(x['extra_driver_cpu_s_ci'])} |"
-        for n, x in (("A", a), ("W", w))
+        for n, x in res["arms"].items()
     )
     alone = parts["cpu_s"]
     return f"""## Tracking overhead where the step runs: a Ray worker (issue 11)
@@ -275,9 +287,10 @@ EventHub actor with `.remote` (serialised and submitted by Ray's threads in the 
 and the driver's `EventPump` drains the hub every `HUB_POLL_S` (0.25 s) into the spool.
 Here one Ray actor (a local cluster the benchmark starts, `num_cpus=0` like the hub) runs
 the torch step of the section above, 10 metrics per step, in {res["reps"]} rounds of
-{res["steps"]} steps, each round running A and W once in alternating order in that same
-actor process, while the driver polls the hub and spools through `MetricSink` into a real
-run ({res["points"]} of {res["expected"]} points reached the spool's sink). CPU clocks are
+{res["steps"]} steps, each round running every arm once (A, W, P, then the reverse) in that
+same actor process, while the driver polls the hub and spools through `MetricSink` into a
+real run (P: only after its round) ({res["points"]} of {res["expected"]} points reached the
+spool's sink). CPU clocks are
 read in the actor: *process* CPU (`time.process_time`: the training thread, the Reporter's
 flusher thread and Ray's core-worker threads that pickle and send the pushes), from the
 round's first step until its last push has reached the hub (`flush(wait=True)`), and the
