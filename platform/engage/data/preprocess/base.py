@@ -67,39 +67,9 @@ class Operator(ABC):
     @property
     def fits_in_parts(self) -> bool:
         """Whether :meth:`fit` can be computed part by part, as a streamed training split
-        needs (:meth:`fit_part`, :meth:`merge_parts`, :meth:`fit_from_parts`); true when
-        there is nothing to fit."""
-        return not self.needs_fit
-
-    def fit_part(self, x: torch.Tensor) -> State:
-        """Sufficient statistics of one part ``x`` of the training windows.
-
-        Raises
-        ------
-        NotImplementedError
-            If the operator does not fit in parts (:attr:`fits_in_parts` is false).
-        """
-        raise NotImplementedError(f"operator {self.name!r} does not fit in parts")
-
-    def merge_parts(self, a: State, b: State) -> State:
-        """The statistics of two parts together (an associative merge of :meth:`fit_part`'s).
-
-        Raises
-        ------
-        NotImplementedError
-            If the operator does not fit in parts.
-        """
-        raise NotImplementedError(f"operator {self.name!r} does not fit in parts")
-
-    def fit_from_parts(self, summary: State) -> State:
-        """The state :meth:`fit` would return on every part merged into ``summary``.
-
-        Raises
-        ------
-        NotImplementedError
-            If the operator does not fit in parts.
-        """
-        raise NotImplementedError(f"operator {self.name!r} does not fit in parts")
+        needs: true when there is nothing to fit, or when the operator is a
+        :class:`PartFit` too."""
+        return not self.needs_fit or isinstance(self, PartFit)
 
     @abstractmethod
     def transform(
@@ -128,6 +98,23 @@ class Operator(ABC):
         computed from its shards' key columns as the in-memory path computes them.
         """
         return first, last
+
+
+class PartFit(ABC):
+    """What an operator whose :meth:`Operator.fit` needs training statistics adds so a
+    streamed training split can be fitted part by part, never held whole."""
+
+    @abstractmethod
+    def fit_part(self, x: torch.Tensor) -> State:
+        """Sufficient statistics of one part ``x`` of the training windows."""
+
+    @abstractmethod
+    def merge_parts(self, a: State, b: State) -> State:
+        """The statistics of two parts together (an associative merge of :meth:`fit_part`'s)."""
+
+    @abstractmethod
+    def fit_from_parts(self, summary: State) -> State:
+        """The state :meth:`Operator.fit` would return on every part merged into ``summary``."""
 
 
 @dataclass(frozen=True)

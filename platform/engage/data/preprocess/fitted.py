@@ -249,7 +249,9 @@ def _fit_streamed(
     device: torch.device,
     notes: list[str],
 ) -> dict:
-    """One pass: ``op``'s statistics of every part after ``before``, merged, as its state."""
+    """One pass: ``op``'s statistics of every part after ``before``, merged, as its state
+    (``op`` is a :class:`~engage.data.preprocess.base.PartFit`: :func:`check_streamable`
+    refused the others)."""
     import torch
 
     summary = None

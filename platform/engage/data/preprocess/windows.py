@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from engage.data.preprocess.base import Operator, OperatorParams, State, register_operator
+from engage.data.preprocess.base import (
+    Operator,
+    OperatorParams,
+    PartFit,
+    State,
+    register_operator,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -194,7 +200,7 @@ class SpectralParams(OperatorParams):
 
 
 @register_operator
-class Spectral(Operator):
+class Spectral(Operator, PartFit):
     """Magnitudes of the real FFT of each feature over the window (``torch.fft.rfft``).
 
     The bins become rows along the window axis: ``(batch, bins, features)``, after the time
@@ -231,11 +237,6 @@ class Spectral(Operator):
         std = m.std(dim=0, unbiased=False)
         std = torch.where(std > 0, std, torch.ones_like(std))
         return {"mean": m.mean(dim=0).to(x.dtype), "std": std.to(x.dtype)}
-
-    @property
-    def fits_in_parts(self) -> bool:
-        """True: the per-bin mean and std merge across parts (Chan's pairwise update)."""
-        return True
 
     def fit_part(self, x: torch.Tensor) -> State:
         """Count, mean and sum of squared deviations of each (bin, feature) magnitude (float64)."""
