@@ -14,7 +14,7 @@ from engage.runtime.kinds import kind_of
 from engage.runtime.options import RunOptions
 from engage.spec import parse_spec
 from engage.train.adaptive.job import AdaptiveJob
-from engage.train.adaptive.loop import RoundResult, held_out_points, run_rounds
+from engage.train.adaptive.loop import RoundResult, held_out_points, run_rounds, split_round
 
 SPEC = """\
 name: adaptive
@@ -34,7 +34,7 @@ adaptive:
   scenarios_per_round: 2
   households: 1
   days: 1
-  candidates: 4
+  candidates: 1
   test_scenarios: 2
   ensemble: 2
 """
@@ -61,16 +61,52 @@ def test_the_loop_adds_scenarios_each_round_and_tests_on_the_held_out_set(sample
     rounds, ensemble = run_rounds(loaded, data.held_out, seen.append)
 
     assert [r.round for r in rounds] == [1, 2] == [r.round for r in seen]
-    assert [len(r.points) for r in rounds] == [2, 2]
     assert rounds[-1].samples == sum(r.new_samples for r in rounds)
     assert 0.0 <= rounds[-1].metrics["test_accuracy"] <= 1.0
     assert len(ensemble.members) == 2
-    if sampler == "adaptive":  # later rounds probed their candidates and kept their scores
+    if sampler == "adaptive":  # round 2 probed 1 candidate (1 day) and chose 1 scenario
+        assert [len(r.points) for r in rounds] == [2, 1]
         assert rounds[0].probe_samples == 0
-        assert rounds[1].probe_samples > 0
-        assert len(rounds[1].scores) == 2
+        assert 0 < rounds[1].probe_samples < rounds[1].new_samples
+        assert len(rounds[1].probe_points) == 1
+        assert len(rounds[1].scores) == 1
     else:
+        assert [len(r.points) for r in rounds] == [2, 2]
         assert all(r.probe_samples == 0 for r in rounds)
+
+
+def test_probes_are_trained_on_and_a_round_simulates_as_much_for_every_sampler() -> None:
+    """Adaptive's probe windows count as samples, and its round costs what uniform's does."""
+    rounds = {}
+    for sampler in ("adaptive", "uniform"):
+        loaded = _loaded(sampler, "adaptive.rounds=2")
+        rounds[sampler], _ = run_rounds(loaded, _prepare(loaded).held_out)
+
+    adaptive, uniform = rounds["adaptive"][1], rounds["uniform"][1]
+    assert adaptive.rows == uniform.rows == 2 * 1440  # two household-days each
+    assert adaptive.samples == rounds["adaptive"][0].samples + adaptive.new_samples
+    assert adaptive.new_samples == pytest.approx(uniform.new_samples, abs=2)
+
+
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [(4, (4, 2)), (3, (4, 1)), (2, (2, 1)), (1, (0, 1))],
+)
+def test_an_adaptive_round_spends_part_of_its_simulation_on_probes(n: int, expected) -> None:
+    spec = _loaded(
+        "adaptive", "adaptive.days=2", "adaptive.scenarios_per_round=4", "adaptive.candidates=4"
+    ).spec.adaptive
+
+    assert split_round(spec, n) == expected
+
+
+def test_probes_that_leave_no_room_for_a_chosen_scenario_are_a_spec_error() -> None:
+    with pytest.raises(SpecError) as caught:
+        _loaded("adaptive", "adaptive.candidates=2")  # 2 probe-days of a 2-day round
+
+    assert "adaptive" in caught.value.message
+    assert "candidates" in caught.value.message
+    _loaded("uniform", "adaptive.candidates=2")  # only the adaptive sampler probes
 
 
 def test_the_loop_stops_before_passing_the_budget() -> None:
@@ -158,3 +194,16 @@ def test_each_round_is_a_child_run_with_its_scenarios_fingerprint_and_metrics() 
     assert reported[0][0] == 2
     assert reported[0][1]["adaptive_samples"] == 250.0
     assert said == ["round 2/3: +1 scenarios, 250 samples, test_accuracy 0.8000"]
+
+
+def test_a_round_choosing_more_scenarios_than_it_probed_repeats_the_best_candidates() -> None:
+    loaded = _loaded(
+        "adaptive", "adaptive.rounds=2", "adaptive.scenarios_per_round=3", "adaptive.candidates=1"
+    )
+
+    rounds, _ = run_rounds(loaded, _prepare(loaded).held_out)
+
+    assert len(rounds[1].probe_points) == 1
+    assert len(rounds[1].points) == 2  # 3 household-days: 1 probed, 2 chosen
+    assert np.array_equal(rounds[1].points[0], rounds[1].probe_points[0])
+    assert rounds[1].rows == 3 * 1440

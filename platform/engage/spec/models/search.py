@@ -97,7 +97,11 @@ class AdaptiveSpec(StrictModel):
         description="most training samples (windows) simulated in all; unset: rounds decide",
     )
     candidates: int = Field(
-        48, ge=1, le=100_000, description="candidate scenarios adaptive scores each round"
+        4,
+        ge=1,
+        le=100_000,
+        description="uniform candidates adaptive probes each round; their windows are trained "
+        "on and counted as samples, and paid for from the round's scenarios",
     )
     probe_days: int = Field(
         1, ge=1, le=366, description="days of one household simulated to score a candidate"
@@ -112,3 +116,17 @@ class AdaptiveSpec(StrictModel):
         3, ge=2, le=100, description="models trained each round, with different seeds"
     )
     seed: int = Field(0, ge=0, description="seed of the sampler and the simulations")
+
+    @model_validator(mode="after")
+    def _room_for_a_choice(self) -> AdaptiveSpec:
+        """Adaptive's probes must leave a round room for at least one chosen scenario."""
+        scenario = self.households * self.days
+        room = (self.scenarios_per_round - 1) * scenario
+        if self.sampler == "adaptive" and self.candidates * self.probe_days > room:
+            raise ValueError(
+                f"candidates x probe_days ({self.candidates} x {self.probe_days} household-days) "
+                f"must leave a round of scenarios_per_round x households x days "
+                f"({self.scenarios_per_round} x {self.households} x {self.days}) room for one "
+                f"chosen scenario: at most {room} household-days of probes"
+            )
+        return self

@@ -1,13 +1,14 @@
 """How the adaptive sampler scores candidate scenarios: disagreement or error.
 
-Every candidate is probed: a short simulation (one household, ``probe_days``) gives
-windows with their labels. The current ensemble predicts them, and a candidate scores
-high where its members disagree (:func:`disagreement`: the variance of their predictions,
-averaged over the candidate's windows; a large variance marks a region of the space the
-model has not learned) or where their mean is wrong (:func:`error`: the mean loss of the
-ensemble's mean prediction). :func:`pick` then keeps the best ``n`` candidates that are
-not too close to one another, so one hard region does not take the whole round.
-Scores are results; the loop decides what to simulate (STYLE: results, then decisions).
+Every candidate is probed: a short simulation (one household, ``probe_days``) gives windows
+with their labels (the loop trains on them too: they are simulated samples). The current
+ensemble predicts them, and a candidate scores high where its members disagree
+(:func:`disagreement`: the variance of their predictions, averaged over the candidate's
+windows; a large variance marks a region of the space the model has not learned) or where
+their mean is wrong (:func:`error`: the mean loss of the ensemble's mean prediction).
+:func:`pick` then keeps the best ``n`` candidates that are not too close to one another, so
+one hard region does not take the whole round. Scores are results; the loop decides what to
+simulate (STYLE: results, then decisions).
 """
 
 from __future__ import annotations

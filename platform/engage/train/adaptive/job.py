@@ -2,19 +2,19 @@
 
 :class:`AdaptiveJob` supplies the stages of a spec with an ``adaptive`` section to the job
 template (:class:`engage.runtime.job.Job`), which opens the run, starts the monitor, wires
-the sinks and ends the run as for every kind; it declares ``needs_cluster = False``, so
-the template starts no Ray session for it (everything runs in this process). Its data
-stage simulates the broad held-out test set (a Latin hypercube of scenarios over the
-whole space, the run's dataset). Its train stage runs
-:func:`engage.train.adaptive.loop.run_rounds`; each round
-is a child MLflow run with the scenarios chosen (``round.json``: parameters, unit points,
-seeds, acquisition scores), the round's data fingerprint (tag and dataset digest) and its
-test metrics, and the job's run gets each round's metrics with the round as step
-(``adaptive_samples``, ``test_accuracy`` ...), so MLflow plots accuracy against the round.
-The data section gives features, target, task, window, stride and horizon; its
-``source`` is not read (each round simulates its own scenarios). No model is registered:
-the job's product is which data to simulate and what it buys.
-Importing this module registers the kind (:mod:`engage.runtime.kinds` imports it by name).
+the sinks and ends the run as for every kind; it declares ``needs_cluster = False``, so the
+template starts no Ray session for it (everything runs in this process). Its data stage
+simulates the broad held-out test set (a Latin hypercube of scenarios over the whole space,
+the run's dataset). Its train stage runs :func:`engage.train.adaptive.loop.run_rounds`; each
+round is a child MLflow run with the scenarios chosen (``round.json``: parameters, unit
+points, seeds, acquisition scores, and the candidates probed, whose windows are trained on
+too), the round's data fingerprint (tag and dataset digest) and its test metrics, and the
+job's run gets each round's metrics with the round as step (``adaptive_samples``,
+``test_accuracy`` ...), so MLflow plots accuracy against the round. The data section gives
+features, target, task, window, stride and horizon; its ``source`` is not read (each round
+simulates its own scenarios). No model is registered: the job's product is which data to
+simulate and what it buys. Importing this module registers the kind
+(:mod:`engage.runtime.kinds` imports it by name).
 """
 
 from __future__ import annotations
@@ -174,7 +174,9 @@ class AdaptiveJob(Job[AdaptiveData, "tuple[list[RoundResult], Ensemble]"]):
         shown = ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items())
         ctx.message(
             "adaptive",
-            f"round {result.round}/{self.adaptive.rounds}: +{len(result.points)} scenarios, "
+            f"round {result.round}/{self.adaptive.rounds}: +{len(result.points)} scenarios"
+            + (f" and {len(result.probe_points)} probes" if len(result.probe_points) else "")
+            + ", "
             f"{result.samples} samples, {shown}",
         )
 
@@ -185,6 +187,7 @@ def _round_record(result: RoundResult) -> dict[str, Any]:
         "round": result.round,
         "scenarios": [Scenario.from_unit(p).as_dict() for p in result.points],
         "unit_points": np.round(result.points, 6).tolist(),
+        "probe_unit_points": np.round(result.probe_points, 6).tolist(),
         "seeds": result.seeds.tolist(),
         "scores": result.scores.tolist(),
         "new_samples": result.new_samples,

@@ -3,12 +3,17 @@
 :func:`run_rounds` runs the spec's ``adaptive`` section without tracking or Ray, so the
 job (:mod:`engage.train.adaptive.job`) and the benchmark (benchmarks/adaptive_sampling.py)
 share it. Round 1 simulates ``initial_scenarios`` points (a Latin hypercube; uniform for
-the uniform sampler); every later round adds ``scenarios_per_round`` points chosen by the
-sampler: uniform, a Latin hypercube, or adaptive (a uniform candidate pool, each probed,
-scored by :mod:`engage.train.adaptive.acquisition` with the current ensemble, the best far
-enough apart kept). After each round the ensemble is retrained on every window so far and
-tested on the held-out set. The loop stops after ``rounds`` rounds or when the next round
-would pass ``budget`` training windows (it then adds only the scenarios that fit).
+the uniform sampler); every later round simulates as many household-days as
+``scenarios_per_round`` scenarios, whatever the sampler: uniform or Latin hypercube
+points, or, for adaptive, ``candidates`` uniform points probed with one household for
+``probe_days`` each (explore), scored by :mod:`engage.train.adaptive.acquisition` with the
+current ensemble, and the best far enough apart simulated in full with what the probes
+left of the round (exploit; :func:`split_round`). Probes are labelled simulations: they
+are trained on and counted as samples like every other window, so every sampler is
+compared at the same simulated samples. After each round the ensemble is retrained on
+every window so far and tested on the held-out set. The loop stops after ``rounds``
+rounds or when the next round would pass ``budget`` simulated windows (it then adds only
+the scenarios that fit).
 """
 
 from __future__ import annotations
@@ -35,8 +40,9 @@ class RoundResult:
     """One round: what was simulated, why, and how the retrained ensemble tests.
 
     ``scores`` are the chosen points' acquisition scores (empty for uniform and LHS);
-    ``samples`` counts every training window so far, ``probe_samples`` the windows
-    simulated this round only to score candidates.
+    ``samples`` counts every simulated window so far (all are trained on), ``new_samples``
+    this round's, of which ``probe_samples`` came from probing ``probe_points`` (adaptive's
+    candidates; ``rows`` and ``digest`` cover the probes too).
     """
 
     round: int
@@ -49,6 +55,7 @@ class RoundResult:
     rows: int
     digest: str
     metrics: dict[str, float] = field(default_factory=dict)
+    probe_points: np.ndarray = field(default_factory=lambda: np.empty((0, DIMENSIONS)))
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,21 @@ def held_out_points(spec: AdaptiveSpec) -> tuple[np.ndarray, np.ndarray]:
     return points, rng.integers(0, 2**31 - 1, spec.test_scenarios)
 
 
+def split_round(spec: AdaptiveSpec, n: int) -> tuple[int, int]:
+    """An adaptive round worth ``n`` scenarios: (candidates to probe, scenarios to choose).
+
+    The round simulates ``n x households x days`` household-days, as the other samplers'
+    rounds do. Probes (one household for ``probe_days`` each) come first, as many of the
+    ``candidates`` as leave room for one chosen scenario; the rest of the round buys
+    chosen scenarios (the best candidates again, in turn, when there are more of them
+    than candidates). A round too small for any probe chooses one scenario uniformly.
+    """
+    scenario = spec.households * spec.days
+    room = (n - 1) * scenario
+    probes = min(spec.candidates, max(0, room) // spec.probe_days)
+    return probes, (n * scenario - probes * spec.probe_days) // scenario
+
+
 def run_rounds(
     loaded: LoadedSpec,
     held_out: HeldOut,
@@ -90,17 +112,17 @@ def run_rounds(
     results: list[RoundResult] = []
     train: Windows | None = None
     ensemble: Ensemble | None = None
-    per_scenario = spec.households * spec.days * 1440 // loaded.spec.data.stride
+    household_days = 0  # simulated so far, probes included
     for r in range(1, spec.rounds + 1):
         n = spec.initial_scenarios if r == 1 else spec.scenarios_per_round
         if spec.budget is not None and train is not None:
-            per_scenario = max(1, len(train) // max(1, int(train.groups.max()) + 1))
-            n = min(n, (spec.budget - len(train)) // per_scenario)
+            per_scenario = len(train) / household_days * spec.households * spec.days
+            n = min(n, int((spec.budget - len(train)) // per_scenario))
         if n <= 0:
             break
-        points, scores, probes = _choose(loaded, spec, rng, r, n, ensemble, held_out)
+        points, scores, probe = _choose(loaded, spec, rng, r, n, ensemble, held_out)
         seeds = rng.integers(0, 2**31 - 1, len(points))
-        new = simulate_windows(
+        chosen = simulate_windows(
             points,
             loaded.spec.data,
             households=spec.households,
@@ -108,6 +130,10 @@ def run_rounds(
             seeds=seeds,
             classes=held_out.classes,
         )
+        new = chosen if probe is None else merge([probe[1], chosen])
+        household_days += len(points) * spec.households * spec.days
+        if probe is not None:
+            household_days += len(probe[0]) * spec.probe_days
         train = new if train is None else merge([train, new])
         ensemble = train_ensemble(
             loaded, train.x, train.y, spec.ensemble, loaded.spec.train.seed, held_out.outputs
@@ -115,7 +141,17 @@ def run_rounds(
         predictions = ensemble.predict(held_out.windows.x)
         metrics = held_out_metrics(predictions, held_out.windows.y, loaded.spec.data.task)
         result = RoundResult(
-            r, points, seeds, scores, len(new), len(train), probes, new.rows, new.digest, metrics
+            r,
+            points,
+            seeds,
+            scores,
+            len(new),
+            len(train),
+            0 if probe is None else len(probe[1]),
+            new.rows,
+            new.digest,
+            metrics,
+            np.empty((0, DIMENSIONS)) if probe is None else probe[0],
         )
         results.append(result)
         on_round(result)
@@ -131,13 +167,16 @@ def _choose(
     n: int,
     ensemble: Ensemble | None,
     held_out: HeldOut,
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """The round's points, their acquisition scores, and the probe windows it simulated."""
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, Windows] | None]:
+    """The round's points, their acquisition scores, and the probes (points, windows)."""
     if spec.sampler != "adaptive":
-        return SAMPLERS[spec.sampler](rng, n, DIMENSIONS), np.empty(0), 0
+        return SAMPLERS[spec.sampler](rng, n, DIMENSIONS), np.empty(0), None
     if r == 1 or ensemble is None:
-        return latin_hypercube(rng, n, DIMENSIONS), np.empty(0), 0
-    pool = uniform(rng, max(spec.candidates, n), DIMENSIONS)
+        return latin_hypercube(rng, n, DIMENSIONS), np.empty(0), None
+    probes, keep = split_round(spec, n)
+    if probes == 0:
+        return uniform(rng, keep, DIMENSIONS), np.empty(0), None
+    pool = uniform(rng, probes, DIMENSIONS)
     probe = simulate_windows(
         pool,
         loaded.spec.data,
@@ -155,5 +194,8 @@ def _choose(
         )
     # Half the typical distance of two random points of the cube: close enough to count
     # as the same region, far enough that a round covers several.
-    chosen = acquisition.pick(scores, pool, n, 0.5 * math.sqrt(DIMENSIONS / 6))
-    return pool[chosen], scores[chosen], len(probe)
+    chosen = acquisition.pick(scores, pool, min(keep, probes), 0.5 * math.sqrt(DIMENSIONS / 6))
+    # More scenarios to choose than candidates probed: the best ones again, best first
+    # (each with its own seed, so another household of the same scenario).
+    chosen = np.resize(chosen, keep)
+    return pool[chosen], scores[chosen], (pool, probe)
