@@ -32,12 +32,10 @@ UNIT_LANE = [
     "tests/e2e/test_interrupt.py",
     "tests/e2e/test_bad_input.py",
     "tests/e2e/test_monitor_cli.py",
-    "tests/e2e/test_sync.py",
     "tests/integration/tracking",
     "tests/integration/test_dashboard_browser.py",
     "tests/integration/test_deploy_manifests.py",
     "tests/integration/test_promtool.py",
-    "tests/integration/test_init_project.py",
     "tests/integration/monitor/test_watched_job.py",
 ]
 

@@ -1,7 +1,8 @@
 """``engage export`` on the quickstart's registered model: ONNX equivalence, as a user runs it.
 
 The quickstart runs once per session (tests/e2e/conftest.py); each test exports from its
-store.
+store. The export a user runs first is an ``engage`` process; the failures after it run the
+same command in the test process (tests/e2e/_inprocess.py says why).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _inprocess import engage_in_process
 from _quickstart import QuickstartSession
 
 from tests.conftest import ENGAGE
@@ -77,7 +79,7 @@ def test_onnx_equivalence_on_the_quickstart_model(home: Path, tmp_path: Path) ->
 
 
 def test_above_tolerance_exits_7_naming_format_and_diff(home: Path, tmp_path: Path) -> None:
-    result = _engage(
+    result = engage_in_process(
         "export", f"{MODEL}/1", "--home", str(home), "--format", "onnx",
         "--tolerance", "1e-12", "--output", str(tmp_path / "x"), cwd=tmp_path,
     )  # fmt: skip
@@ -89,7 +91,7 @@ def test_above_tolerance_exits_7_naming_format_and_diff(home: Path, tmp_path: Pa
 
 
 def test_an_unknown_alias_lists_the_model_aliases(home: Path, tmp_path: Path) -> None:
-    result = _engage("export", f"{MODEL}@nope", "--home", str(home), cwd=tmp_path)
+    result = engage_in_process("export", f"{MODEL}@nope", "--home", str(home), cwd=tmp_path)
 
     assert result.returncode == 5
     assert "candidate -> 1" in result.stderr

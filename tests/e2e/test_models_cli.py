@@ -2,7 +2,8 @@
 
 The registry is built once through MLflow (three versions of ``occupancy`` whose runs log
 val_accuracy 0.9, 0.95, 0.85 and the gate params engage logs), then copied into each
-test's ENGAGE_HOME.
+test's ENGAGE_HOME. The commands run in the test process (tests/e2e/_inprocess.py says
+why); the missing ``--reason`` runs the installed ``engage`` as a process.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _inprocess import engage_in_process
 
 pytestmark = pytest.mark.e2e
 
@@ -48,11 +50,18 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def engage(run_engage: Engage, template: Path, tmp_path: Path) -> Engage:
+def home(template: Path, tmp_path: Path) -> Path:
+    """This test's ENGAGE_HOME (the ``run_engage`` fixture's), holding a copy of the registry."""
     home = tmp_path / ".engage"
     home.mkdir(exist_ok=True)
     shutil.copy(template, home / "mlflow.db")
-    return run_engage
+    return home
+
+
+@pytest.fixture
+def engage(home: Path, tmp_path: Path) -> Engage:
+    """``engage ARGS`` on ``home``, run in this process from tmp_path."""
+    return lambda *args: engage_in_process(*args, cwd=tmp_path, env={"ENGAGE_HOME": str(home)})
 
 
 def _ok(result: subprocess.CompletedProcess) -> str:
@@ -112,8 +121,8 @@ def test_bad_names_exit_5_with_one_message(engage: Engage, args: tuple[str, ...]
     _fails(engage("models", *args), 5, message)
 
 
-def test_promote_requires_a_reason(engage: Engage) -> None:
-    result = engage("models", "promote", "occupancy")
+def test_promote_requires_a_reason(run_engage: Engage, home: Path) -> None:
+    result = run_engage("models", "promote", "occupancy")
 
     assert result.returncode == 2
     assert "--reason" in result.stderr
