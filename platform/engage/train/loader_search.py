@@ -29,7 +29,7 @@ FIRST_PHASE = 0.6
 #: first tried: fewer processes, less memory) is chosen: short trials cannot tell them apart.
 TIE = 0.05
 
-Cache = Literal["memory", "storage"]
+Cache = Literal["memory", "storage", "features"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,9 @@ class Candidate:
     batch : int
         Windows per step and worker.
     cache : str
-        ``memory`` (decoded windows held in memory) or ``storage`` (read every epoch).
+        ``memory`` (decoded windows held in memory), ``storage`` (read every epoch) or
+        ``features`` (the deterministic preprocessing's output, computed in the first epoch
+        and held in memory; later epochs run only the augmentation on it).
     """
 
     prefetch: int
@@ -54,13 +56,16 @@ class Candidate:
     batch: int
     cache: Cache = "memory"
 
-    def footprint(self, window_bytes: int, dataset_bytes: int) -> int:
+    def footprint(self, window_bytes: int, dataset_bytes: int, feature_bytes: int = 0) -> int:
         """Bytes this setting holds at once: batches in flight, plus the cache when in memory.
 
         Each in-flight batch is counted twice (the loader's copy and the one handed over).
+        ``dataset_bytes`` is what a cache of decoded windows adds, ``feature_bytes`` what a
+        cache of the deterministic preprocessing's output of the whole split adds.
         """
         in_flight = self.prefetch * max(1, self.workers) * self.batch * window_bytes * 2
-        return in_flight + (dataset_bytes if self.cache == "memory" else 0)
+        cache = {"memory": dataset_bytes, "features": feature_bytes}.get(self.cache, 0)
+        return in_flight + cache
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,12 @@ def available_memory() -> int:
 
 
 def candidate_space(
-    batch: int, cores: int, *, tune_batch: bool = False, storage: bool = True
+    batch: int,
+    cores: int,
+    *,
+    tune_batch: bool = False,
+    storage: bool = True,
+    features: bool = False,
 ) -> list[Candidate]:
     """The kinds of loader worth trying, each at its default prefetch depth, cheapest first.
 
@@ -154,10 +164,14 @@ def candidate_space(
         Also try half and twice ``batch`` (the spec's opt-in).
     storage : bool
         Also try reading from storage every epoch instead of caching in memory.
+    features : bool
+        Also try (first) caching the deterministic preprocessing's output, so that epochs
+        after the first run only the augmentation (the job has window preprocessing).
     """
     batches = [batch] + ([b for b in (batch // 2, batch * 2) if b >= 1] if tune_batch else [])
     workers = [0] + [n for n in (1, 2, 4) if n <= max(0, cores - 1)]
-    caches: list[Cache] = ["memory", "storage"] if storage else ["memory"]
+    caches: list[Cache] = ["features"] if features else []
+    caches += ["memory", "storage"] if storage else ["memory"]
     return [
         Candidate(DEFAULT_PREFETCH if n else 1, n, b, cache)  # inline prefetches nothing
         for b in batches
@@ -166,19 +180,27 @@ def candidate_space(
     ]
 
 
-def predicted_rate(c: Candidate, loader_rate: float, compute_s_per_window: float) -> float:
+def predicted_rate(
+    c: Candidate, loader_rate: float, compute_s_per_window: float, free_cpus: float | None = None
+) -> float:
     """Training samples per second under ``c``, from its loader's rate alone and the step's.
 
     Inline loading (no loader workers) runs between steps, so a batch costs its loading plus
     its compute; loader workers load while the step computes, so a batch costs the slower of
-    the two (DS-Analyzer's overlap model; the profiler predicts remedies the same way).
+    the two (DS-Analyzer's overlap model; the profiler predicts remedies the same way) when
+    the node has a CPU free for each of them besides the step's. ``free_cpus`` is the CPU
+    capacity other processes leave (``None``: all the workers need): with less, the share
+    of the workers without a CPU of their own time-shares with the step and their overlap
+    shrinks in proportion (none with one free CPU: the sum, as inline).
     ``compute_s_per_window`` is the training step's seconds per window (0: loader alone).
     """
     if loader_rate <= 0:
         return 0.0
     load, compute = 1.0 / loader_rate, compute_s_per_window
-    per_window = max(load, compute) if c.workers else load + compute
-    return 1.0 / per_window
+    if not c.workers:
+        return 1.0 / (load + compute)
+    spare = 1.0 if free_cpus is None else min(1.0, max(0.0, (free_cpus - 1.0) / c.workers))
+    return 1.0 / (max(load, compute) + (1.0 - spare) * min(load, compute))
 
 
 def prefetch_variants(c: Candidate) -> list[Candidate]:
@@ -186,6 +208,18 @@ def prefetch_variants(c: Candidate) -> list[Candidate]:
     if not c.workers:
         return []
     return [Candidate(d, c.workers, c.batch, c.cache) for d in PREFETCH_DEPTHS if d != c.prefetch]
+
+
+def amortized_rate(cached_rate: float, first_s_per_window: float, epochs: int) -> float:
+    """Loader samples per second over ``epochs`` epochs of a cache built in the first.
+
+    ``cached_rate`` is the loader's rate reading the cache (later epochs);
+    ``first_s_per_window`` the extra seconds per window of computing it once, spread over
+    the epochs: the rate a ``features`` candidate is ranked by.
+    """
+    if cached_rate <= 0:
+        return 0.0
+    return 1.0 / (1.0 / cached_rate + first_s_per_window / max(1, epochs))
 
 
 def search(

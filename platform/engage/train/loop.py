@@ -90,6 +90,10 @@ class TrainJob:
     shuffle_buffer: int = 65_536  # data.shuffle_buffer: windows shuffled together (batch_order)
     streamed: int | None = None  # training windows, when they reach workers as Ray Data shards
     prefetch_batches: int = 2  # blocks a streamed shard reads ahead (train.loader: auto tunes it)
+    # The augmentation run on the in-memory train_x at the start of every epoch (with that
+    # epoch's draws), when train_x is a cache of the deterministic features
+    # (engage.train.loader_tune.cache_features); None: train_x is the model input as it is.
+    augment: Any = None
 
 
 def make_optimizer(spec: TrainSpec, params: Any) -> torch.optim.Optimizer:
@@ -206,11 +210,24 @@ def _group_rows(w: Worker, step: int, steps: int) -> int:
     return min(last * w.per_worker, w.n_per) - first * w.per_worker
 
 
-def _memory_batches(w: Worker, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """This worker's batches of the in-memory split: its slice of the epoch's order."""
+def memory_batches(w: Worker, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """This worker's batches of the in-memory split: its slice of the epoch's order.
+
+    With a features cache (``job.augment``), the epoch's augmentation runs over the cache
+    first (its time counts as the first step's data wait).
+    """
     order = epoch_order(len(w.y), w.job.train.seed, epoch, w.job.shuffle_buffer)
+    x = w.x if w.job.augment is None else epoch_inputs(w.x, w.job.augment, epoch)
     for idx in order[w.rank * w.n_per : (w.rank + 1) * w.n_per].split(w.per_worker):
-        yield w.x[idx], w.y[idx]
+        yield x[idx], w.y[idx]
+
+
+def epoch_inputs(features: torch.Tensor, augment: Any, epoch: int) -> torch.Tensor:
+    """The model inputs of epoch ``epoch``: ``augment`` (a FittedPreprocess) run over the
+    cached ``features`` of the whole training split, with that epoch's draws (the same
+    windows whatever the worker count: the draws follow each window's index in the split)."""
+    out, _ = augment.transform(features.numpy(), train=True, epoch=epoch)
+    return torch.from_numpy(out)
 
 
 def _stream_batches(w: Worker, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -236,7 +253,7 @@ def _stream_batches(w: Worker, epoch: int) -> Iterator[tuple[torch.Tensor, torch
 def _epoch(w: Worker, epoch: int, resources: ResourceSampler) -> EpochTimes:
     """Train one epoch; returns this worker's loss sum and step time breakdown."""
     job, faults = w.job, w.job.train.faults
-    batches = _stream_batches(w, epoch) if w.shard is not None else _memory_batches(w, epoch)
+    batches = _stream_batches(w, epoch) if w.shard is not None else memory_batches(w, epoch)
     steps = math.ceil(w.n_per / w.per_worker)
     accum = job.train.grad_accumulation
     loss_fn = loss_function(job.task)

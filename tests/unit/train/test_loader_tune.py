@@ -170,11 +170,14 @@ def _job(**train: object) -> TrainJob:
 def test_the_job_takes_the_prefetch_and_the_batch_only_when_opted_in() -> None:
     result = _search([Candidate(prefetch=8, workers=2, batch=32)])
 
-    kept = apply(result, _job())
-    moved = apply(result, _job(loader_search={"tune_batch_size": True}))
+    kept, said = apply(result, _job())
+    moved, _ = apply(result, _job(loader_search={"tune_batch_size": True}))
 
     assert (kept.prefetch_batches, kept.train.batch_size) == (8, 128)
     assert (moved.prefetch_batches, moved.train.batch_size) == (8, 64)  # 32 per worker x 2
+    assert said["batch"].startswith("not applied")
+    assert said["prefetch"].startswith("not applied")  # an in-memory split: no shard to prefetch
+    assert said["workers"].startswith("not applied")
 
 
 class _Run:

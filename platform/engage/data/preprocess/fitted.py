@@ -10,7 +10,7 @@ model, so serving keeps taking raw windows.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 CHUNK = 4096
 """Windows transformed per step; bounds the working memory of a step on either device."""
+
+PIECE = 256
+"""Windows the non-augmenting steps transform at a time on the CPU, within a chunk."""
 
 
 @dataclass(frozen=True)
@@ -58,12 +61,14 @@ class FittedPreprocess:
         device: torch.device | None = None,
         start: int = 0,
         total: int | None = None,
+        epoch: int = 1,
     ) -> tuple[np.ndarray, tuple[str, ...]]:
         """Apply every step to windows ``x``, at most :data:`CHUNK` windows at a time.
 
         Augmentation draws its noise per chunk of :data:`CHUNK` windows of the whole split,
-        from a generator seeded by the operator's seed and the chunk's index, so a split
-        transformed in pieces (a streamed split, block by block) gets what it gets whole.
+        from a generator seeded by the operator's seed, the epoch and the chunk's index, so
+        a split transformed in pieces (a streamed split, block by block) gets what it gets
+        whole, and every epoch gets new draws.
 
         Parameters
         ----------
@@ -77,6 +82,9 @@ class FittedPreprocess:
             Index of ``x[0]`` among the windows of its split.
         total : int, optional
             Windows in the whole split; default ``start + len(x)``.
+        epoch : int
+            The training epoch (from 1) whose augmentation draws to take; epoch 1's are
+            what a transform without an epoch draws.
 
         Returns
         -------
@@ -94,33 +102,69 @@ class FittedPreprocess:
         total = start + len(x) if total is None else total
         if total < start + len(x):
             raise ValueError(f"total {total} is below start {start} + {len(x)} windows")
-        out, notes = [], []
-        for lo, hi in _pieces(start, len(x)):
+        window, features = self.output_shape(*x.shape[1:])
+        out = np.empty((len(x), window, features), np.float32)  # each piece written in place
+        augmenting = any(s.op.train_only for s in self.steps) and train
+        # Without augmentation no chunk's draws tie windows together: the CPU takes
+        # PIECE-sized ranges straight through (no chunk-sized intermediates to join).
+        ranges = (
+            _pieces(start, len(x))
+            if augmenting or device.type != "cpu"
+            else ((lo, min(lo + PIECE, len(x))) for lo in range(0, len(x), PIECE))
+        )
+        notes: list[str] = []
+        for lo, hi in ranges:
             chunk = torch.from_numpy(np.ascontiguousarray(x[lo:hi]))
             place = guard(device, chunk.nbytes)
             if place.note and place.note not in notes:
                 notes.append(place.note)
-            out.append(self._run(chunk, train, place.device, start + lo, total).cpu().numpy())
-        if not out:
-            window, features = self.output_shape(*x.shape[1:])
-            return np.zeros((0, window, features), np.float32), ()
-        return np.concatenate(out).astype(np.float32, copy=False), tuple(notes)
+            out[lo:hi] = self._run(chunk, train, place.device, start + lo, total, epoch).cpu()
+        return out, tuple(notes)
+
+    @property
+    def augments(self) -> bool:
+        """Whether a step augments (draws noise on the training split)."""
+        return any(s.op.train_only for s in self.steps)
+
+    def split_for_cache(self) -> tuple[FittedPreprocess, FittedPreprocess]:
+        """``(cached, per_epoch)``: the steps before the first augmentation, and the rest.
+
+        The cached part is deterministic, so its output can be computed once and kept (in
+        memory or on local disk); ``per_epoch`` (the augmentations and any step after the
+        first of them) runs on that output every epoch, with the epoch's draws. Together
+        they give :meth:`transform`: ``per_epoch.transform(cached.transform(x)[0], True,
+        epoch=e)`` equals ``self.transform(x, True, epoch=e)``.
+        """
+        first = next((i for i, s in enumerate(self.steps) if s.op.train_only), len(self.steps))
+        cached = replace(self, steps=self.steps[:first])
+        return cached, replace(self, steps=self.steps[first:])
 
     def _run(
-        self, chunk: torch.Tensor, train: bool, device: torch.device, first: int, total: int
+        self,
+        chunk: torch.Tensor,
+        train: bool,
+        device: torch.device,
+        first: int,
+        total: int,
+        epoch: int = 1,
     ) -> torch.Tensor:
         """The steps on one piece of a chunk whose first window is window ``first`` of the split."""
         x = chunk.to(device)
         index, at = divmod(first, CHUNK)
         size = min(CHUNK, total - index * CHUNK)  # the whole chunk's windows
-        for step in self.steps:
-            if step.op.train_only and not train:
+        steps = [s for s in self.steps if train or not s.op.train_only]
+        i = 0
+        while i < len(steps):
+            if steps[i].op.train_only:
+                state = {k: v.to(device) for k, v in steps[i].state.items()}
+                x = _augment(steps[i].op, x, state, index, at, size, epoch)
+                i += 1
                 continue
-            state = {k: v.to(device) for k, v in step.state.items()}
-            if step.op.train_only:
-                x = _augment(step.op, x, state, index, at, size)
-            else:
-                x = step.op.transform(x, state)
+            j = i
+            while j < len(steps) and not steps[j].op.train_only:
+                j += 1
+            x = _deterministic(steps[i:j], x, device)
+            i = j
         return x
 
     def module(self) -> PreprocessModule:
@@ -136,6 +180,26 @@ class FittedPreprocess:
         return Preprocessed(model, self.module())
 
 
+def _deterministic(
+    steps: Sequence[FittedStep], x: torch.Tensor, device: torch.device
+) -> torch.Tensor:
+    """``steps`` (none of them augmenting) over ``x``, :data:`PIECE` windows at a time on
+    the CPU (the whole of ``x`` on a GPU): they treat each window on its own, and on the
+    CPU a piece's working set (float64 sums, unfolded spans, spectra) stays in the cache,
+    where a whole chunk's ran several times slower per window."""
+    import torch
+
+    states = [{k: v.to(device) for k, v in s.state.items()} for s in steps]
+    piece = PIECE if device.type == "cpu" else max(1, len(x))
+    out = []
+    for lo in range(0, max(1, len(x)), piece):  # one (empty) piece for no windows
+        part = x[lo : lo + piece]
+        for step, state in zip(steps, states, strict=True):
+            part = step.op.transform(part, state)
+        out.append(part)
+    return out[0] if len(out) == 1 else torch.cat(out)
+
+
 def _pieces(start: int, n: int) -> Iterator[tuple[int, int]]:
     """``[lo, hi)`` ranges of ``n`` windows from window ``start`` that stay within one chunk."""
     lo = 0
@@ -145,17 +209,19 @@ def _pieces(start: int, n: int) -> Iterator[tuple[int, int]]:
         lo = hi
 
 
-def _chunk_seed(seed: int, index: int) -> int:
-    """The seed of chunk ``index``'s draws: the operator's own seed for the first chunk.
+def _chunk_seed(seed: int, index: int, epoch: int = 1) -> int:
+    """The seed of chunk ``index``'s draws in ``epoch``: the operator's own seed for the
+    first chunk of epoch 1.
 
     Within 32 bits: torch's CPU generator (mt19937) keeps only the low 32 bits of a seed.
-    The odd golden-ratio step keeps the chunks of operators with nearby seeds apart.
+    The odd golden-ratio step keeps the chunks of operators with nearby seeds apart, and a
+    second odd step (another of xxHash's primes) the epochs.
     """
-    return (seed + index * 2_654_435_761) % 2**32
+    return (seed + index * 2_654_435_761 + (epoch - 1) * 2_246_822_519) % 2**32
 
 
 def _augment(
-    op: Operator, x: torch.Tensor, state: dict, index: int, at: int, size: int
+    op: Operator, x: torch.Tensor, state: dict, index: int, at: int, size: int, epoch: int = 1
 ) -> torch.Tensor:
     """``op`` on rows ``[at, at + len(x))`` of chunk ``index`` (``size`` windows long).
 
@@ -165,7 +231,7 @@ def _augment(
     import torch
 
     gen = torch.Generator(device=x.device)
-    gen.manual_seed(_chunk_seed(op.params.seed, index))
+    gen.manual_seed(_chunk_seed(op.params.seed, index, epoch))
     if at == 0 and len(x) == size:
         return op.transform(x, state, gen)
     whole = x.new_zeros((size, *x.shape[1:]))
