@@ -15,6 +15,7 @@ import copy
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ from engage.train.builders import ModelShape
 
 if TYPE_CHECKING:
     from engage.monitor import JobMonitor, StoreSink
+    from engage.train.loop import TrainJob
     from engage.train.trainer import TrainOutcome
 
 
@@ -329,18 +331,11 @@ def train(
     import ray
 
     from engage.events import EventPump, start_hub
-    from engage.train.loop import TrainJob
     from engage.train.scaling.strategy import resolve as resolve_strategy
     from engage.train.trainer import check_fits, fit
 
     spec = loaded.spec
-    hub = start_hub()
-    arrays, datasets = _train_inputs(data)
-    job = TrainJob(
-        spec.train, spec.model, spec.data.task, _shape(data), ray.put(arrays), hub, run.local_id,
-        shuffle_buffer=spec.data.shuffle_buffer,
-        streamed=None if data.stream is None else data.stream.n_train,
-    )  # fmt: skip
+    job, datasets = training_job(spec, data, start_hub(), run.local_id, ray.put)
     if job.train.loader == "auto":  # before the memory plan, which has the last word on batch
         from engage.train.loader_tune import summary, tune_for_job
 
@@ -352,7 +347,7 @@ def train(
     nodes = alive_nodes()
     check_stage_requests(spec, nodes)  # the evaluation and replicas to come, before training
     check_fits(job, info.resources, nodes)
-    pump = EventPump(hub, bus)
+    pump = EventPump(job.hub, bus)
     return fit(
         job,
         pump,
@@ -362,15 +357,51 @@ def train(
     )
 
 
+def training_job(
+    spec: PipelineSpec, data: PreparedData, hub: Any, run_id: str, put: Callable[[Any], Any]
+) -> tuple[TrainJob, dict[str, Any] | None]:
+    """The job the train stage hands Ray Train, and its streamed datasets (None in memory).
+
+    ``put`` places the workers' arrays (``ray.put``). An in-memory split whose preprocessing
+    augments reaches the workers as its deterministic features, which they augment at the
+    start of every epoch with that epoch's draws (new noise each epoch).
+    """
+    from engage.train.loop import TrainJob
+
+    arrays, datasets = _train_inputs(data)
+    job = TrainJob(
+        spec.train, spec.model, spec.data.task, _shape(data), put(arrays), hub, run_id,
+        shuffle_buffer=spec.data.shuffle_buffer,
+        streamed=None if data.stream is None else data.stream.n_train,
+    )  # fmt: skip
+    if _augments_in_memory(data):
+        from engage.train.loader_tune import cache_features
+
+        job = cache_features(job, data, put)
+    return job, datasets
+
+
 def _train_inputs(data: PreparedData) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The arrays every worker gets (val; train too in memory) and a streamed train dataset."""
+    """The arrays every worker gets (val; train too in memory) and a streamed train dataset.
+
+    An in-memory split whose preprocessing augments gets no ``train_x`` here: the workers
+    train on its deterministic features and augment them each epoch
+    (:func:`engage.train.loader_tune.cache_features`), not on the data stage's one draw.
+    """
     arrays = {"val_x": data.model_inputs("val"), "val_y": data.val.y}
     if data.stream is None:
+        if _augments_in_memory(data):
+            return arrays, None
         return arrays | {"train_x": data.model_inputs("train"), "train_y": data.train.y}, None
     from engage.data.streaming import train_dataset
 
     stats = {"target_mean": data.stream.target_mean, "target_std": data.stream.target_std}
     return arrays | stats, {"train": train_dataset(data.stream)}
+
+
+def _augments_in_memory(data: PreparedData) -> bool:
+    """Whether ``data``'s training split is in memory and its preprocessing augments."""
+    return data.stream is None and data.preprocess is not None and data.preprocess.augments
 
 
 def _trained_model(spec: PipelineSpec, data: PreparedData, state: dict[str, Any]) -> Any:

@@ -78,20 +78,20 @@ def tune_loader(
 ) -> TuneResult:
     """Time the loader alone on ``data``'s training windows under each candidate.
 
-    The windows are those the data stage holds (the whole split in memory, or the sample
-    of a streamed one); storage candidates read them back from batch-sized shards written
-    under ``folder`` (a temporary folder when ``None``). A memory cache is sized for the
-    part of the whole split (``data.train_windows``) not in memory yet, so a streamed
-    split too large for the budget is never cached. Torch runs on ``threads`` threads, a training worker's CPUs, as
-    ``engage profile`` measures (loader worker processes take one each, as in torch).
-    Candidates are ranked by the training throughput their loader rate predicts with a
-    step of ``compute_s_per_window`` seconds per window (:func:`predicted_rate`): loader
-    workers overlap the step, inline loading does not. A ``features`` candidate (a job
-    with window preprocessing) is timed reading its cache, and the cost of building the
+    The windows are those the data stage holds (the whole split in memory, or the sample of
+    a streamed one); storage candidates read them back from batch-sized shards written under
+    ``folder`` (a temporary folder when ``None``). A memory cache is sized for the part of
+    the whole split (``data.train_windows``) not in memory yet, so a streamed split too
+    large for the budget is never cached. Torch runs on ``threads`` threads, a training
+    worker's CPUs, as ``engage profile`` measures (loader worker processes take one each, as
+    in torch). Candidates are ranked by the training throughput their loader rate predicts
+    with a step of ``compute_s_per_window`` seconds per window (:func:`predicted_rate`):
+    loader workers overlap the step, inline loading does not. A ``features`` candidate (a
+    job with window preprocessing) is timed reading its cache, and the cost of building the
     cache is spread over ``epochs`` (:func:`~engage.train.loader_search.amortized_rate`);
     its memory is the features of the whole split. ``free_cpus`` (the CPU capacity other
-    processes leave, read before the trials) limits how much loader workers are predicted
-    to overlap the step (:func:`~engage.train.loader_search.predicted_rate`).
+    processes leave, read before the trials) limits how much loader workers are predicted to
+    overlap the step (:func:`~engage.train.loader_search.predicted_rate`).
     """
     from engage.profiler.loader import LoaderConfig, WindowStore, run_pipeline
     from engage.profiler.measure import torch_threads
@@ -185,9 +185,11 @@ def apply(result: TuneResult, job: Any, data: Any = None) -> tuple[Any, dict[str
     Taken: the prefetch depth of a streamed split; the batch size when the spec opted in
     (the chosen per-worker batch times the workers, as the global batch); a ``features``
     cache on an in-memory split with ``data`` given (:func:`cache_features`: workers then
-    train on the cached deterministic features and augment them each epoch). Loader worker
-    processes have no place in the training loop: an in-memory split's preprocessing runs
-    in the data stage (or, cached, once), a streamed split's in Ray Data's readers.
+    train on the cached deterministic features and augment them each epoch; the train
+    stage does so for every in-memory split whose preprocessing augments, whatever the
+    choice). Loader worker processes have no place in the training loop: an in-memory
+    split's preprocessing runs in the data stage (or, cached, once), a streamed split's in
+    Ray Data's readers.
     """
     import dataclasses
 
@@ -210,7 +212,12 @@ def apply(result: TuneResult, job: Any, data: Any = None) -> tuple[Any, dict[str
         if c.workers
         else "0"
     )
-    if c.cache != "features":
+    if job.augment is not None and job.streamed is None:
+        applied["cache"] = (
+            "features: an in-memory split whose preprocessing augments always trains on "
+            "its cached deterministic features, augmented each epoch"
+        )
+    elif c.cache != "features":
         applied["cache"] = (
             f"{c.cache}: the data stage's windows as they are"
             if c.cache == "memory" or job.streamed is None
