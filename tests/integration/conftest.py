@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,22 @@ VENV_BIN = Path(sys.executable).parent
 _NODE_READY_S = 90.0
 SECOND_NODE_RESOURCES = {"node_b": 2}  # custom resources only the loopback cluster's 2nd node has
 _SIGTERM_GRACE_S = 5.0
+# The test cluster's own Ray settings (its nodes' `ray start` environment; engage's are
+# untouched), so a lost node costs the time the recovery needs, not Ray's waits:
+_TEST_CLUSTER_ENV = {
+    # The GCS declares a node dead after `failure_threshold` failed health checks
+    # `period_ms` apart (Ray's defaults: 5 x 3 s, ~15-20 s). A killed node's raylet refuses
+    # the check at once, so 3 x 1 s finds it in ~3 s; a check that only runs slow under load
+    # still has Ray's full per-check timeout (10 s) before it counts as a failure.
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_failure_threshold": "3",
+    # Right after a node is lost, Ray Train's elastic controller still sees its resources
+    # and asks for the full worker group; that placement group can never be ready and the
+    # controller waits this long (default 60 s) before it retries with the nodes left.
+    # A placement group on free resources is ready in well under a second here; one that
+    # times out is simply retried (a controller error, retried without limit).
+    "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "10",
+}
 
 
 _RAY_LOCAL_LAST = pytest.StashKey[bool]()
@@ -158,6 +175,21 @@ while True:
     assert done.returncode == 0, f"{done.stderr[-2000:]}\n{logs}"
 
 
+def _wait_for_gcs(cluster: LoopbackCluster) -> None:
+    """Wait until the head's GCS port accepts connections (the head's `ray start` alive)."""
+    host, _, port = cluster.address.rpartition(":")
+    deadline = time.monotonic() + _NODE_READY_S
+    while True:
+        head = cluster.procs[0]
+        if head.poll() is not None:
+            log = (cluster.root / "head.log").read_text()[-2000:]
+            raise AssertionError(f"`ray start --head` exited with {head.returncode}:\n{log}")
+        with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=1):
+            return
+        assert time.monotonic() < deadline, f"no GCS on {cluster.address} after {_NODE_READY_S}s"
+        time.sleep(0.2)
+
+
 def _ours(cluster: LoopbackCluster, known: list[psutil.Process]) -> list[psutil.Process]:
     """Live processes of this cluster: the known tree plus anything naming our temp dir."""
     found = {p.pid: p for p in known if p.is_running()}
@@ -202,7 +234,7 @@ def loopback_cluster() -> Iterator[LoopbackCluster]:
     token.write_text(secrets.token_hex(32))
     token.chmod(0o600)
     env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
-    node_env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | env
+    node_env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | env | _TEST_CLUSTER_ENV
     port, dashboard = free_port(), free_port()
     cluster = LoopbackCluster(f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}", env, root)
     # Every fixed default port is made explicit so a cluster someone else runs here can't clash.
@@ -226,7 +258,9 @@ def loopback_cluster() -> Iterator[LoopbackCluster]:
                 root / "head.log",
             )
         )
-        _wait_for_nodes(cluster, 1)
+        # The second node needs only the head's GCS to join; the dashboard (State API) the
+        # check below waits for comes up meanwhile, instead of before the second node starts.
+        _wait_for_gcs(cluster)
         cluster.procs.append(
             _start_node(
                 [
