@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from _inprocess import engage_in_process
 from _quickstart import QuickstartSession, training_row
 
 from tests.conftest import ENGAGE, REPO
@@ -65,23 +66,14 @@ def _env(home: Path) -> dict[str, str]:
 def _monitor_once(home: Path) -> tuple[int, str]:
     """``engage monitor --once --home HOME``, run in this process: its exit code and output.
 
-    In-process, so a view costs its query and its rendering, not an interpreter start: on
-    two loaded cores a fresh ``engage`` took 8-11 s to print, longer than the quickstart's
-    epochs after the first (a view started at "epoch 1/" could print after training). The
-    command's own start-up is covered by tests/e2e/test_monitor_cli.py.
+    In-process (tests/e2e/_inprocess.py), so a view costs its query and its rendering, not
+    an interpreter start: on two loaded cores a fresh ``engage`` took 8-11 s to print,
+    longer than the quickstart's epochs after the first (a view started at "epoch 1/" could
+    print after training). The command's own start-up is covered by
+    tests/e2e/test_monitor_cli.py.
     """
-    from typer.testing import CliRunner
-
-    from engage.cli.main import app
-
-    term = signal.getsignal(signal.SIGTERM)
-    try:
-        view = CliRunner().invoke(
-            app, ["monitor", "--once", "--home", str(home)], env={"COLUMNS": "200"}
-        )
-    finally:
-        signal.signal(signal.SIGTERM, term)  # the command installs its own handler
-    return view.exit_code, view.output
+    view = engage_in_process("monitor", "--once", "--home", str(home), cwd=home.parent)
+    return view.returncode, view.stdout + view.stderr
 
 
 def _watch_training(session: QuickstartSession, proc: subprocess.Popen) -> list[str]:

@@ -369,12 +369,14 @@ def training_job(
     from engage.train.loop import TrainJob
 
     arrays, datasets = _train_inputs(data)
+    augments = _augments_in_memory(data)
     job = TrainJob(
-        spec.train, spec.model, spec.data.task, _shape(data), put(arrays), hub, run_id,
+        spec.train, spec.model, spec.data.task, _shape(data),
+        None if augments else put(arrays), hub, run_id,
         shuffle_buffer=spec.data.shuffle_buffer,
         streamed=None if data.stream is None else data.stream.n_train,
     )  # fmt: skip
-    if _augments_in_memory(data):
+    if augments:  # the workers' arrays are the cached features, put once there
         from engage.train.loader_tune import cache_features
 
         job = cache_features(job, data, put)
@@ -382,16 +384,9 @@ def training_job(
 
 
 def _train_inputs(data: PreparedData) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The arrays every worker gets (val; train too in memory) and a streamed train dataset.
-
-    An in-memory split whose preprocessing augments gets no ``train_x`` here: the workers
-    train on its deterministic features and augment them each epoch
-    (:func:`engage.train.loader_tune.cache_features`), not on the data stage's one draw.
-    """
+    """The arrays every worker gets (val; train too in memory) and a streamed train dataset."""
     arrays = {"val_x": data.model_inputs("val"), "val_y": data.val.y}
     if data.stream is None:
-        if _augments_in_memory(data):
-            return arrays, None
         return arrays | {"train_x": data.model_inputs("train"), "train_y": data.train.y}, None
     from engage.data.streaming import train_dataset
 

@@ -104,7 +104,7 @@ class FittedPreprocess:
             raise ValueError(f"total {total} is below start {start} + {len(x)} windows")
         window, features = self.output_shape(*x.shape[1:])
         out = np.empty((len(x), window, features), np.float32)  # each piece written in place
-        augmenting = any(s.op.train_only for s in self.steps) and train
+        augmenting = self.augments and train
         # Without augmentation no chunk's draws tie windows together: the CPU takes
         # PIECE-sized ranges straight through (no chunk-sized intermediates to join).
         ranges = (
