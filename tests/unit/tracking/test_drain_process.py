@@ -47,12 +47,21 @@ def test_start_drains_from_a_separate_low_priority_process(
     assert len(MlflowClient(uri).get_metric_history(server_id, "m")) == 500
 
 
-def _drainer_children() -> list[psutil.Process]:
-    return [
-        p
-        for p in psutil.Process().children(recursive=True)
-        if "engage.tracking.drainer_main" in " ".join(p.cmdline())
-    ]
+def _live_drainers_of(spool_path: Path) -> list[int]:
+    """Our descendants that drain ``spool_path`` and still run (not other tests' drainers)."""
+    pids = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            command = p.cmdline()
+            if (
+                "engage.tracking.drainer_main" in command
+                and str(spool_path) in command
+                and p.status() != psutil.STATUS_ZOMBIE
+            ):
+                pids.append(p.pid)
+        except psutil.Error:  # it ended while we looked
+            continue
+    return pids
 
 
 def test_flush_drains_in_the_foreground_then_hands_back_to_a_new_process_later(
@@ -98,7 +107,7 @@ def test_flushes_in_a_row_and_a_stop_start_no_process_in_between(
     time.sleep(1.0)  # past the delay: a handback that stop() did not cancel would start now
 
     assert drainer.pid is None
-    assert [p.pid for p in _drainer_children() if p.status() != psutil.STATUS_ZOMBIE] == []
+    assert _live_drainers_of(spool.path) == []
     assert first is not None
     server_id = spool.run(run).server_id
     assert [m.value for m in MlflowClient(uri).get_metric_history(server_id, "m")] == [1.0, 2.0]
