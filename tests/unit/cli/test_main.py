@@ -34,6 +34,7 @@ def test_rays_opt_out_notice_is_dropped_and_its_disabled_warning_kept() -> None:
     [
         ("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false"),
         ("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0"),
+        ("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.25"),
     ],
 )
 def test_third_party_defaults_apply_only_where_the_user_set_nothing(
