@@ -52,8 +52,9 @@ THIRD_PARTY_DEFAULTS = {
     # Ray Train starts an actor per run that watches the nodes for a cloud provider's
     # preemption notice. The clusters that inherit this process's environment are the ones
     # engage starts on this machine (the embedded cluster, the serving head), where no node
-    # is preempted; the actor's process cost each run about 2.5 s of CPU on 2 cores. A
-    # cluster joined with --address keeps its own setting.
+    # is preempted; the actor's process cost each run about 2.5 s of CPU on 2 cores. Ray
+    # Train hands the driver's RAY_TRAIN_* variables to its controller and workers, so this
+    # and the poll below apply on a cluster joined with --address too (set them to override).
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
     # Ray Train's controller takes a worker's report (metrics, checkpoint) at its next poll
     # of the workers, every 2 s by default, and a worker's next report waits for that (a

@@ -3,7 +3,10 @@ registers the final global model and ends with the per-client verdict table.
 
 One run, not a clean one and an attacked one: a federated job without attacks runs in
 tests/integration/test_federated_ray.py (stragglers and dropouts on Ray actors), and each
-CLI run here costs a Ray cluster and a minute of the suite."""
+CLI run here costs a Ray cluster and a minute of the suite. ``engage fl keys`` runs in this
+process (tests/e2e/_inprocess.py: what it decides and writes, without an interpreter's
+start-up), its key files checked before the run, which is a real ``engage`` process.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _inprocess import engage_in_process
 
 pytestmark = pytest.mark.e2e
 
@@ -40,9 +44,11 @@ def _flat(text: str) -> str:
 
 
 def test_keys_then_an_attacked_run_that_registers_its_global_model(
-    run_engage: Engage, tmp_path: Path
+    run_engage: Engage, engage_env: dict[str, str], tmp_path: Path
 ) -> None:
-    keys = run_engage("fl", "keys", SPEC, "--set", "data.source.households=4")
+    keys = engage_in_process(
+        "fl", "keys", SPEC, "--set", "data.source.households=4", cwd=tmp_path, env=engage_env
+    )
     assert keys.returncode == 0, keys.stdout + keys.stderr
     key_files = sorted((tmp_path / ".engage" / "fl" / "keys").glob("*.hmac"))
     assert len(key_files) == 4

@@ -123,14 +123,16 @@ def test_a_custom_resource_pins_a_run_to_one_node_and_a_run_on_both_survives_los
     params = client.get_run(placed_id).data.params
     assert params["train.resources_per_worker.node_b"] == "1.0"
     assert params["train.placement"] == "spread"
-    pinned = cluster.state(_TRAIN_WORKERS)
+    # One interpreter for both queries (each is a fresh one: a few seconds).
+    pinned, stage_tasks = cluster.state(f"[{_TRAIN_WORKERS}, {_STAGE_TASKS}]")
     assert len(pinned) == 2, pinned
     assert set(pinned.values()) == set(second), (pinned, second)
     assert params["data.resources.node_b"] == "1.0"
     assert params["evaluate.resources.node_b"] == "1.0"
     deadline = time.monotonic() + 60  # task events reach the State API a moment late
-    while len(stage_tasks := cluster.state(_STAGE_TASKS)) < 2 and time.monotonic() < deadline:
+    while len(stage_tasks) < 2 and time.monotonic() < deadline:
         time.sleep(2)
+        stage_tasks = cluster.state(_STAGE_TASKS)
     assert stage_tasks == {"engage.prepare_data": second[0], "engage.evaluate": second[0]}
 
     # Act (node loss): a run whose 2 workers need 1 CPU each, so it only fits across both

@@ -1,5 +1,14 @@
 """Federated clients as real Ray actors: a straggler past the timeout and a dead actor do
-not stop a round; the straggler's late update is collected and rejected as stale."""
+not stop a round; the straggler's late update is collected and rejected as stale.
+
+Every round here has a straggler (the delay attack's seeded draws: a client of each
+round), so each waits out the whole round timeout. The timeout is what an honest client
+needs with margin: its actor's start (torch's imports) is awaited before round 1 and its
+round is a few milliseconds of training (tests/unit/federated/test_client_start.py), so
+6 s holds on two loaded cores. The delay (7 s) is past it, and the round-1 straggler's
+update lands during round 2 (which itself waits 6 s for its straggler): round 2
+collects it late, as the test asserts.
+"""
 
 from __future__ import annotations
 
@@ -26,8 +35,8 @@ model: {name: mlp, params: {hidden: 8, layers: 1}}
 federated:
   rounds: 3
   min_clients: 1
-  timeout_seconds: 20
-  attacks: {in_transit: [{kind: delay, probability: 0.34, params: {seconds: 25}}]}
+  timeout_seconds: 6
+  attacks: {in_transit: [{kind: delay, probability: 0.34, params: {seconds: 7}}]}
 """
 
 

@@ -109,6 +109,27 @@ class FederatedClient:
         self.schema = model_schema(self.model)
         self._last_global: np.ndarray | None = None
         self._last_change: np.ndarray | None = None
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """Load now what the first :meth:`fit` would: the first optimizer a process builds
+        imports ``torch._dynamo`` (3-4 s on two loaded cores), its first step the profiler
+        hooks, and the loss helpers load lazily. One step on a scratch tensor loads them.
+
+        A Ray pool waits for its clients to start outside the round's timeout
+        (:meth:`~engage.federated.pools.RayPool._await_start`), so round 1 then times the
+        client's training, not its imports: an honest client is no straggler of a round
+        with a short timeout.
+        """
+        import torch
+
+        from engage.train.evaluate import loss_function
+
+        loss_function(self.training.task)
+        scratch = torch.zeros(1, requires_grad=True)  # not the model: its state stays as built
+        opt = _optimizer(self.training, [scratch])
+        (scratch * 2).sum().backward()
+        opt.step()
 
     def fit(self, global_message: bytes, delay_seconds: float = 0.0) -> bytes:
         """Train on the global model in ``global_message``; return the signed update."""

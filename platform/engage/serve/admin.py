@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 from engage.errors import EngageError
@@ -70,7 +71,8 @@ def _health(url: str, token_env: str | None) -> str:
 def stop(home: Path, app: str | None = None, address: str | None = None) -> list[str]:
     """Delete ``app`` (or every engage app of ``home``) and its route table; end their runs.
 
-    The engage-managed head stops when no Serve app is left on it.
+    The apps are deleted together (their replicas drain side by side, not one app after
+    the other). The engage-managed head stops when no Serve app is left on it.
     """
     if not _attach(home, address):
         if app is not None:
@@ -86,11 +88,11 @@ def stop(home: Path, app: str | None = None, address: str | None = None) -> list
     if app is not None and app not in running:
         listed = ", ".join(running) or "none"
         raise EngageError(f"no serving app named {app!r}", hint=f"running apps: {listed}")
+    delete_apps(names)
     for name in names:
-        serve.delete(name)
         with contextlib.suppress(ValueError):
             ray.kill(ray.get_actor(table_actor_name(name), namespace=NAMESPACE))
-        _end_run(home, name)
+    _end_runs(home, names)
     if address is None and not serve.status().applications:
         from engage.serve.cluster import stop_managed
 
@@ -100,20 +102,64 @@ def stop(home: Path, app: str | None = None, address: str | None = None) -> list
     return names
 
 
-def _end_run(home: Path, app: str) -> None:
-    from engage.tracking import Drainer, Spool
+#: How long :func:`delete_apps` waits for Serve to take the apps down (Serve's own: 60 s).
+DELETE_TIMEOUT_S = 60.0
+_DELETE_POLL_S = 0.1  # Serve's blocking delete polls every 1 s, one app after the other
 
-    state = _read_state(home, app)
-    path = home / "serve" / app / "deployment.json"
-    if state.get("run_local_id"):
+
+def delete_apps(names: Sequence[str], timeout_s: float = DELETE_TIMEOUT_S) -> None:
+    """Delete the Serve apps ``names`` at once; return when none of them is listed any more.
+
+    ``serve.delete`` blocks per app: each app's replicas drain (at least the HAProxy
+    deregistration period) and Serve is polled once a second before the next app is even
+    asked to stop. Here every delete is sent first, so the apps drain side by side, and
+    Serve is polled every 0.1 s.
+
+    Raises
+    ------
+    EngageError
+        Some app was still listed after ``timeout_s``.
+    """
+    if not names:
+        return
+    from ray import serve
+
+    from engage.serve.cluster import wait_until
+
+    for name in names:
+        serve.delete(name, _blocking=False)  # the wait is below, for all of them
+    left: set[str] = set(names)
+
+    def _gone() -> bool:
+        left.intersection_update(serve.status().applications)
+        return not left
+
+    if not wait_until(_gone, timeout_s, _DELETE_POLL_S):
+        raise EngageError(
+            f"Serve did not delete {', '.join(sorted(left))} within {timeout_s:g} s",
+            hint="`engage serve status` shows what is left; the replica logs are in the "
+            "Ray session's logs/serve/ folder",
+        )
+
+
+def _end_runs(home: Path, apps: Sequence[str]) -> None:
+    """End the monitoring run of each app (one spool and one drainer for all of them)."""
+    states = {app: _read_state(home, app) for app in apps}
+    runs = [s["run_local_id"] for s in states.values() if s.get("run_local_id")]
+    if runs:
+        from engage.tracking import Drainer, Spool
+
         spool = Spool(home / "spool.db")
         try:
-            spool.end_run(state["run_local_id"], "FINISHED")
+            for run in runs:
+                spool.end_run(run, "FINISHED")
             drainer = Drainer(spool.path)
             try:
-                drainer.flush(state["run_local_id"], timeout_s=10.0)
+                for run in runs:
+                    drainer.flush(run, timeout_s=10.0)
             finally:
                 drainer.stop()
         finally:
             spool.close()
-    path.unlink(missing_ok=True)
+    for app in apps:
+        (home / "serve" / app / "deployment.json").unlink(missing_ok=True)

@@ -40,6 +40,12 @@ def register_versions(home: Path) -> None:
             signature=infer_signature(x, y),
             input_example=x,
             serialization_format="pt2",
+            # As engage's own models are logged (engage.tracking.run): named, not inferred.
+            # MLflow infers them by loading the model in a subprocess (20 s a version here).
+            pip_requirements=[
+                f"torch=={torch.__version__.split('+')[0]}",
+                f"numpy=={np.__version__}",
+            ],
         )
         run = client.create_run(experiment)
         client.log_artifacts(run.info.run_id, str(path), "model")

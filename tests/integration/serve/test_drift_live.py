@@ -170,7 +170,7 @@ def _values(metrics: dict, name: str, **match: str) -> list[float]:
     ]
 
 
-def _until(what, seconds: float = WAIT_S, every: float = 1.0):
+def _until(what, seconds: float = WAIT_S, every: float = 0.2):
     deadline = time.monotonic() + seconds
     while True:
         value = what()

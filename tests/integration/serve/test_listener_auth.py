@@ -25,7 +25,7 @@ import numpy as np
 import psutil
 import pytest
 import requests
-from _tiny_model import FEATURES, MODEL, WINDOW, register_versions
+from _tiny_model import FEATURES, MODEL, WINDOW
 
 from engage.serve.cluster import read_cluster
 
@@ -84,10 +84,8 @@ def _post(url: str, token: str | None = None) -> requests.Response:
     return requests.post(f"{url}/predict", json=body, headers=headers, timeout=10)
 
 
-def test_auth_is_decided_by_the_listener_not_by_the_spec(tmp_path: Path) -> None:
-    home = tmp_path / ".engage"
-    home.mkdir()
-    register_versions(home)
+def test_auth_is_decided_by_the_listener_not_by_the_spec(tmp_path: Path, tiny_home) -> None:
+    home = tiny_home(tmp_path)
     port = _free_port()
     specs = {}
     for prefix in ("open", "guarded"):

@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 import requests
 from _tiny_model import FEATURE_NAMES, FEATURES, MODEL, WINDOW
-from _tiny_model import register_versions as _register_versions
 
 pytestmark = pytest.mark.integration
 
@@ -56,11 +55,9 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory) -> Iterator[Served]:
+def served(tmp_path_factory, tiny_home) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("serve")
-    home = root / ".engage"
-    home.mkdir()
-    _register_versions(home)
+    home = tiny_home(root)
     port = _free_port()
     spec = root / "serve.yaml"
     spec.write_text(
