@@ -199,7 +199,7 @@ class PipelineRun:
                 input_example=input_example,
                 # A torch.export graph: loading it needs torch, not engage's model classes.
                 serialization_format="pt2",
-                pip_requirements=_requirements(),
+                pip_requirements=model_requirements(),
             )
         payload = {"name": "model", "local_dir": str(path), "model_type": "pytorch"}
         return self.spool.append_op(self.local_id, "model", payload)
@@ -263,7 +263,12 @@ def _now() -> int:
     return now_ms()
 
 
-def _requirements() -> list[str]:
+def model_requirements() -> list[str]:
+    """The pip requirements logged with every engage model: the torch and numpy in use.
+
+    Named rather than left to MLflow, which infers them by loading the model in a
+    subprocess (about 20 s a model on two loaded cores).
+    """
     import numpy
     import torch
 

@@ -22,6 +22,7 @@ def register_versions(home: Path) -> None:
     import torch
     from mlflow.models import infer_signature
 
+    from engage.tracking.run import model_requirements
     from engage.tracking.store import ensure_experiment, open_client
 
     client = open_client(f"sqlite:///{home / 'mlflow.db'}")
@@ -40,12 +41,7 @@ def register_versions(home: Path) -> None:
             signature=infer_signature(x, y),
             input_example=x,
             serialization_format="pt2",
-            # As engage's own models are logged (engage.tracking.run): named, not inferred.
-            # MLflow infers them by loading the model in a subprocess (20 s a version here).
-            pip_requirements=[
-                f"torch=={torch.__version__.split('+')[0]}",
-                f"numpy=={np.__version__}",
-            ],
+            pip_requirements=model_requirements(),  # as engage logs its own models
         )
         run = client.create_run(experiment)
         client.log_artifacts(run.info.run_id, str(path), "model")
