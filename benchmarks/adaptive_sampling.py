@@ -3,14 +3,16 @@
 Each sampler runs the same loop as ``engage run pipelines/adaptive_sampling.yaml`` (the
 benchmark and the ``adaptive`` job share :func:`engage.train.adaptive.loop.run_rounds`
 and the spec): round 1 simulates 4 scenarios, every later round as many household-days
-as 4 more, chosen by the sampler (adaptive: 4 uniform candidates probed for one
-household-day each, the 2 its ensemble disagrees on most simulated in full), an ensemble
+as 4 more, chosen by the sampler (adaptive: 10 uniform candidates probed for the first 12
+hours of their scenario, the 2 its ensemble disagrees on most continued to their full 2
+days), an ensemble
 of 3 small MLPs is retrained on every window so far and tested on a broad held-out set
 (24 scenarios, a Latin hypercube over all 18 parameters, the same for the three samplers
 of a seed). The figure is test accuracy against simulated samples (windows), over
 several seeds; adaptive's probe windows are simulated samples too, so they are trained
 on and counted. The reporting seeds are 0.. (``--seeds``); the spec's settings were
-chosen on seeds 100-102 (``--first-seed 100``), never on these. ``--jobs 2`` runs two
+chosen on seeds 100-119 (``--first-seed 100 --seeds 20``), never on these; ``--set``
+overrides the spec for every run (e.g. ``--set adaptive.probe_hours=16``). ``--jobs 2`` runs two
 (sampler, seed) runs at once, in separate processes.
 
     .venv/bin/python benchmarks/adaptive_sampling.py              # writes its section of docs/BENCHMARKS.md
@@ -42,11 +44,14 @@ SAMPLERS = ("adaptive", "uniform", "lhs")
 
 
 def overrides(sampler: str, seed: int, args: argparse.Namespace) -> list[str]:
-    """The spec's ``--set`` overrides of one run (the acquisition: the spec's unless given)."""
+    """The spec's ``--set`` overrides of one run (the acquisition: the spec's unless given;
+    ``--set`` items, e.g. ``adaptive.candidates=64``, apply to every sampler, which ignore
+    the adaptive sampler's settings)."""
     chosen = [f"adaptive.acquisition={args.acquisition}"] if args.acquisition else []
     return [
         f"adaptive.sampler={sampler}",
         *chosen,
+        *getattr(args, "set", []),
         f"adaptive.seed={seed}",
         f"adaptive.rounds={args.rounds}",
         "adaptive.budget=null",
@@ -83,6 +88,36 @@ def _per_seed(curves: dict, seeds: list[int], samples: list[int]) -> tuple[list[
     return texts, shares
 
 
+def adaptive_words(ad) -> str:
+    """What the adaptive sampler of spec section ``ad`` does with a round, in a sentence."""
+    if ad.acquisition == "out_of_bag":
+        again = round(ad.revisit * ad.scenarios_per_round)
+        return (
+            "Adaptive probes nothing: it scores every scenario simulated so far by the "
+            "ensemble's out-of-bag error (each member is tested on the windows its bootstrap "
+            f"left out), continues the {again} worst (the same households, their next "
+            f"{ad.days} days) and adds {ad.scenarios_per_round - again} fresh scenarios, the "
+            f"best of {ad.candidates} uniform points by a kernel surrogate of that error."
+        )
+    if ad.probe_hours is not None:
+        from engage.train.adaptive.loop import split_hours
+
+        probes, keep = split_hours(ad, ad.scenarios_per_round)
+        return (
+            f"Adaptive probes {probes} uniform candidates for the first {ad.probe_hours} hours "
+            f"of their scenario ({probes * ad.probe_hours} of the round's "
+            f"{ad.scenarios_per_round * ad.days * 24} scenario-hours; the probe windows are "
+            f"trained on and counted in the samples), scores them by {ad.acquisition} and "
+            f"continues the {keep} best far enough apart to their full {ad.days} days."
+        )
+    return (
+        f"Adaptive spends {ad.candidates * ad.probe_days} of them probing {ad.candidates} "
+        f"uniform candidates ({ad.probe_days} household-day each; the probe windows are "
+        f"trained on and counted in the samples), scores them by {ad.acquisition} and "
+        "simulates the best far enough apart in full with the rest."
+    )
+
+
 def render(curves: dict, args: argparse.Namespace, total_s: float) -> str:
     """The docs/BENCHMARKS.md section."""
     spec = load_spec(SPEC, overrides("adaptive", 0, args)).spec
@@ -97,6 +132,7 @@ def render(curves: dict, args: argparse.Namespace, total_s: float) -> str:
            for s in SAMPLERS}  # fmt: skip
     acq = f" --acquisition {args.acquisition}" if args.acquisition else ""
     acq += f" --first-seed {args.first_seed}" if args.first_seed else ""
+    acq += "".join(f" --set {item}" for item in args.set)
     lines = [
         "## Adaptive sampling of the simulation space (issue 17)",
         "",
@@ -115,12 +151,9 @@ def render(curves: dict, args: argparse.Namespace, total_s: float) -> str:
         f"every window simulated so far and tested (ensemble mean) on {ad.test_scenarios} "
         "held-out scenarios, a Latin hypercube over all 18 parameters. Every round after the "
         f"first simulates {ad.scenarios_per_round * ad.households * ad.days} household-days "
-        f"whatever the sampler. Adaptive spends {ad.candidates * ad.probe_days} of them "
-        f"probing {ad.candidates} uniform candidates ({ad.probe_days} household-day each; "
-        "the probe windows are trained on and counted in the samples), scores them by "
-        f"{ad.acquisition} and simulates the best far enough apart in full with the rest. "
+        f"whatever the sampler. {adaptive_words(ad)} "
         f"Seeds {', '.join(map(str, seeds))} (the spec's settings were chosen on seeds "
-        "100-102); mean test accuracy per round (min - max over seeds):",
+        "100-119); mean test accuracy per round (min - max over seeds):",
         "",
         "| round | simulated samples (uniform / adaptive) | " + " | ".join(SAMPLERS) + " |",
         "| ---: | ---: | " + " | ".join("---:" for _ in SAMPLERS) + " |",
@@ -185,8 +218,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument(
-        "--acquisition", default=None, choices=["disagreement", "error"],
+        "--acquisition", default=None, choices=["disagreement", "error", "out_of_bag"],
         help="adaptive's score (default: the spec's)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="FIELD=VALUE",
+        help="a spec override for every run (as engage run --set), e.g. adaptive.revisit=0.5",
     )  # fmt: skip
     parser.add_argument("--jobs", type=int, default=1, help="runs at once, one process each")
     parser.add_argument("--no-write", action="store_true")

@@ -7,7 +7,24 @@ A spec with an ``adaptive`` section runs as :class:`~engage.train.adaptive.job.A
 :mod:`~engage.train.adaptive.loop` the rounds, shared by the job and the benchmark.
 """
 
-from engage.train.adaptive.acquisition import disagreement, error, pick
+from engage.train.adaptive.acquisition import (
+    disagreement,
+    error,
+    out_of_bag,
+    per_group,
+    pick,
+    surrogate,
+)
 from engage.train.adaptive.samplers import SAMPLERS, latin_hypercube, uniform
 
-__all__ = ["SAMPLERS", "disagreement", "error", "latin_hypercube", "pick", "uniform"]
+__all__ = [
+    "SAMPLERS",
+    "disagreement",
+    "error",
+    "latin_hypercube",
+    "out_of_bag",
+    "per_group",
+    "pick",
+    "surrogate",
+    "uniform",
+]

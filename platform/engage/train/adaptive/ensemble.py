@@ -11,7 +11,7 @@ the disagreement the acquisition reads; their mean is the model that is tested.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,12 +25,14 @@ _VAL_WINDOWS = 512  # windows the per-epoch val metrics use (the test set judges
 
 @dataclass
 class Ensemble:
-    """K trained members and the standardisation they were trained with."""
+    """K trained members, the standardisation they were trained with, and each member's
+    bootstrap rows of the training windows (``bags``, for out-of-bag scores)."""
 
     members: list[Any]
     mean: np.ndarray
     std: np.ndarray
     task: str
+    bags: list[np.ndarray] = field(default_factory=list)
 
     def predict(self, x: np.ndarray, batch: int = 4096) -> np.ndarray:
         """Every member's predictions on raw windows ``x``: shape ``(K, n, outputs)``
@@ -62,6 +64,24 @@ def train_ensemble(
     TrainingError
         A member's loss became NaN or infinite.
     """
+    import torch
+
+    # One intra-op thread: the members are small MLPs on batches of a few dozen windows,
+    # where a second thread only adds synchronisation. On two shared cores the default
+    # (one thread per core) made `engage run pipelines/adaptive_sampling.yaml` train for
+    # 224 s, against 7 s with one thread (load 2-3; the benchmark always used one).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train(loaded, x, y, size, seed, outputs)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(
+    loaded: LoadedSpec, x: np.ndarray, y: np.ndarray, size: int, seed: int, outputs: int
+) -> Ensemble:
+    """:func:`train_ensemble`'s work, in whatever torch threads the caller set."""
     from engage.monitor.resources import ResourceSampler
     from engage.train.loop import TrainJob, make_worker, train_epoch
 
@@ -71,11 +91,12 @@ def train_ensemble(
     std = np.where(std > 0, std, 1.0)
     z = ((x - mean) / std).astype(np.float32)
     shape = ModelShape(x.shape[1], x.shape[2], outputs)
-    members = []
+    members, bags = [], []
     for k in range(size):
         # Bagging: each member sees its own bootstrap resample, so the members disagree
         # where the data is thin, not only where their initial weights differ.
         rows = np.random.default_rng([seed, k]).integers(0, len(z), len(z))
+        bags.append(rows)
         arrays = {
             "train_x": z[rows],
             "train_y": y[rows],
@@ -88,7 +109,7 @@ def train_ensemble(
         for epoch in range(1, train.epochs + 1):
             train_epoch(worker, epoch, ResourceSampler("cpu"))
         members.append(worker.model.eval())
-    return Ensemble(members, mean.astype(np.float32), std.astype(np.float32), spec.data.task)
+    return Ensemble(members, mean.astype(np.float32), std.astype(np.float32), spec.data.task, bags)
 
 
 def held_out_metrics(predictions: np.ndarray, y: np.ndarray, task: str) -> dict[str, float]:

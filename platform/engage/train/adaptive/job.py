@@ -7,8 +7,8 @@ template starts no Ray session for it (everything runs in this process). Its dat
 simulates the broad held-out test set (a Latin hypercube of scenarios over the whole space,
 the run's dataset). Its train stage runs :func:`engage.train.adaptive.loop.run_rounds`; each
 round is a child MLflow run with the scenarios chosen (``round.json``: parameters, unit
-points, seeds, acquisition scores, and the candidates probed, whose windows are trained on
-too), the round's data fingerprint (tag and dataset digest) and its test metrics, and the
+points, seeds, first simulated days (above 0 for a scenario continued from an earlier
+round), acquisition scores, and the candidates probed, whose windows are trained on too), the round's data fingerprint (tag and dataset digest) and its test metrics, and the
 job's run gets each round's metrics with the round as step (``adaptive_samples``,
 ``test_accuracy`` ...), so MLflow plots accuracy against the round. The data section gives
 features, target, task, window, stride and horizon; its ``source`` is not read (each round
@@ -189,6 +189,7 @@ def _round_record(result: RoundResult) -> dict[str, Any]:
         "unit_points": np.round(result.points, 6).tolist(),
         "probe_unit_points": np.round(result.probe_points, 6).tolist(),
         "seeds": result.seeds.tolist(),
+        "first_days": result.first_days.tolist(),
         "scores": result.scores.tolist(),
         "new_samples": result.new_samples,
         "samples": result.samples,

@@ -18,7 +18,7 @@ import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
 from engage.data.fingerprint import table_digest
-from engage.data.simulator import Scenario, simulate
+from engage.data.simulator import Scenario, simulate_block
 from engage.spec.models import DataSpec
 
 
@@ -63,12 +63,31 @@ def merge(parts: list[Windows]) -> Windows:
 
 
 def simulate_frames(
-    points: np.ndarray, *, households: int, days: int, seeds: np.ndarray
+    points: np.ndarray,
+    *,
+    households: int,
+    days: int,
+    seeds: np.ndarray,
+    first_days: np.ndarray | None = None,
 ) -> list[pd.DataFrame]:
-    """One simulated table per unit point of ``points`` (shape ``(n, d)``), each with its seed."""
+    """One simulated table per unit point of ``points`` (shape ``(n, d)``), each with its seed.
+
+    ``first_days`` (default all 0) starts each point's period on a later day: the same
+    point and seed with ``first_day = k`` are the same households (their habits and
+    weather come from the seed) on days ``k .. k + days - 1``, so a scenario can be
+    continued where its earlier simulation ended.
+    """
+    starts = np.zeros(len(points), dtype=int) if first_days is None else first_days
     return [
-        simulate(Scenario.from_unit(point), households=households, days=days, seed=int(seed))
-        for point, seed in zip(points, seeds, strict=True)
+        simulate_block(
+            Scenario.from_unit(point),
+            seed=int(seed),
+            first_household=0,
+            households=households,
+            first_day=int(first),
+            days=days,
+        )
+        for point, seed, first in zip(points, seeds, starts, strict=True)
     ]
 
 
@@ -103,15 +122,19 @@ def simulate_windows(
     days: int,
     seeds: np.ndarray,
     classes: tuple | None,
+    first_days: np.ndarray | None = None,
 ) -> Windows:
-    """Simulate every unit point of ``points`` and window the result (one group per point).
+    """Simulate every unit point of ``points`` and window the result (one group per point);
+    ``first_days`` as in :func:`simulate_frames`.
 
     Raises
     ------
     DataError
         A label outside ``classes``.
     """
-    frames = simulate_frames(points, households=households, days=days, seeds=seeds)
+    frames = simulate_frames(
+        points, households=households, days=days, seeds=seeds, first_days=first_days
+    )
     return windows_of(frames, data, classes)
 
 
@@ -149,3 +172,53 @@ def _windows(frame: pd.DataFrame, data: DataSpec) -> tuple[np.ndarray, np.ndarra
         xs.append(view[starts].transpose(0, 2, 1))
         ys.append(target[starts + reach])
     return np.concatenate(xs), np.concatenate(ys)
+
+
+def split_prefix(
+    frames: list[pd.DataFrame], data: DataSpec, classes: tuple | None, minutes: int
+) -> tuple[Windows, list[Windows]]:
+    """The windows of every table's first ``minutes`` per household, and of each table the
+    windows that follow them.
+
+    The first part is what a simulation stopped after ``minutes`` gives (a short probe);
+    each table's second part is what continuing it to the end adds, windows across the cut
+    included, so a probe and its continuation hold the same windows as the whole table.
+    ``rows`` and ``digest`` of each part cover only its own rows.
+
+    Raises
+    ------
+    DataError
+        A label outside ``classes``.
+    """
+    heads = [f[_minute(f) < minutes] for f in frames]
+    rest = []
+    for frame in frames:
+        whole = windows_of([frame], data, classes)
+        tail = frame[_minute(frame) >= minutes]
+        keep = ~_in_prefix(frame, data, minutes)
+        rest.append(
+            Windows(
+                whole.x[keep],
+                whole.y[keep],
+                whole.groups[keep],
+                len(tail),
+                table_digest(tail.reset_index(drop=True)),
+            )
+        )
+    return windows_of(heads, data, classes), rest
+
+
+def _minute(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's minute since its household's first row."""
+    return frame.groupby("household", sort=False).cumcount().to_numpy()
+
+
+def _in_prefix(frame: pd.DataFrame, data: DataSpec, minutes: int) -> np.ndarray:
+    """Which of a table's windows (in :func:`_windows` order) end, label row included,
+    within each household's first ``minutes`` rows."""
+    reach = data.window - 1 + data.horizon
+    marks = []
+    for _, rows in frame.groupby("household", sort=False):
+        starts = np.arange(0, len(rows) - reach, data.stride)
+        marks.append(starts + reach < minutes)
+    return np.concatenate(marks)
