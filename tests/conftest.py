@@ -26,6 +26,20 @@ ENGAGE = Path(sys.executable).with_name("engage")
 _STARTS_BACKGROUND = pytest.StashKey[list]()  # modules whose set-up this test starts
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """One torch thread for the torch work the tests do in the pytest process itself.
+
+    ``make test`` runs two lanes side by side and each keeps a core busy: torch's default of
+    one intra-op thread per core made every in-process op wait for a thread the other lane
+    had descheduled (tests/unit/train beside a busy core: 16.8 s, with one thread 11.9 s).
+    Subprocesses (``engage`` as a user runs it, notebooks' kernels, Ray's workers) keep
+    their own defaults.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Run modules with a background set-up last; start those set-ups with the unit tests."""
     deferred = [item for item in items if _background_module(item) is not None]
