@@ -15,17 +15,11 @@ from engage.train.adaptive.ensemble import train_ensemble
 from engage.train.adaptive.job import AdaptiveJob
 from engage.train.adaptive.loop import run_rounds
 from engage.train.adaptive.world import simulate_frames
+from tests.unit.train._adaptive_spec import DATA_AND_MODEL
 
-SPEC = """\
-name: adaptive
-data:
-  source: {type: synthetic}
-  features: [temperature, co2, motion]
-  target: occupied
-  task: classification
-  window: 20
-  stride: 20
-model: {name: mlp, params: {hidden: 8, layers: 1}}
+SPEC = (
+    DATA_AND_MODEL
+    + """\
 train: {epochs: 1, batch_size: 64}
 adaptive:
   sampler: adaptive
@@ -39,6 +33,7 @@ adaptive:
   test_scenarios: 2
   ensemble: 2
 """
+)
 
 
 def _loaded(*overrides: str):

@@ -10,6 +10,7 @@ from engage.spec import parse_spec
 from engage.train.adaptive.acquisition import disagreement, error, pick
 from engage.train.adaptive.samplers import SAMPLERS, latin_hypercube, uniform
 from engage.train.adaptive.world import encode, merge, simulate_windows
+from tests.unit.train._adaptive_spec import DATA_AND_MODEL
 
 
 def test_a_latin_hypercube_has_one_point_in_every_slice_of_every_axis() -> None:
@@ -61,17 +62,7 @@ def test_pick_keeps_the_best_far_enough_apart_and_fills_up_when_it_must() -> Non
     assert pick(scores, points, 4, 0.5).tolist() == [0, 2, 3, 1]
 
 
-SPEC = """\
-name: adaptive
-data:
-  source: {type: synthetic}
-  features: [temperature, co2, motion]
-  target: occupied
-  task: classification
-  window: 20
-  stride: 20
-model: {name: mlp, params: {hidden: 8, layers: 1}}
-"""
+SPEC = DATA_AND_MODEL
 
 
 def test_simulated_windows_are_cut_per_scenario_with_gaps_filled() -> None:
