@@ -106,6 +106,7 @@ class Drainer:
         lock_path = private_file(Path(spool_path).with_suffix(".lock"))
         self._lock_file = open(lock_path, "a+")  # noqa: SIM115
         self._have_lock = False
+        self._pass = threading.Lock()  # held by the thread sending a pass (drain_once)
         self._stop = threading.Event()
         self._wake = threading.Event()  # cuts a backoff short: stop(), or a flush() waiting
         self._thread: threading.Thread | None = None
@@ -121,22 +122,32 @@ class Drainer:
 
     # -- one pass --------------------------------------------------------------------------
     def drain_once(self) -> DrainStatus:
-        """Send everything that can be sent now; never raises (faults go to ``status``)."""
-        if self.status.fault is not None or not self._acquire():
+        """Send everything that can be sent now; never raises (faults go to ``status``).
+
+        One pass at a time per drainer: the spool's file lock keeps other processes out,
+        but not this one's threads (a flush beside the drain thread), which would both
+        create a run that has no MLflow id yet. A pass that finds another running returns.
+        """
+        if self.status.fault is not None or not self._pass.acquire(blocking=False):
             return self.status
-        self._uri = None
         try:
-            for run in self.spool.unfinished_runs():
-                self._uri = run.tracking_uri
-                self._drain_run(run)
-        except Exception as exc:
-            self._failed(exc)
+            if not self._acquire():
+                return self.status
+            self._uri = None
+            try:
+                for run in self.spool.unfinished_runs():
+                    self._uri = run.tracking_uri
+                    self._drain_run(run)
+            except Exception as exc:
+                self._failed(exc)
+                return self.status
+            if self._down_since is not None or self.status.error is not None:
+                self._warn("MLflow reachable again; the spool is draining")
+            self._down_since = None
+            self.status.error = None
             return self.status
-        if self._down_since is not None or self.status.error is not None:
-            self._warn("MLflow reachable again; the spool is draining")
-        self._down_since = None
-        self.status.error = None
-        return self.status
+        finally:
+            self._pass.release()
 
     def _failed(self, exc: Exception) -> None:
         fault = permanent_fault(exc, self._uri)

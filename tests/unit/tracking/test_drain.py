@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -203,3 +205,49 @@ def test_points_go_in_requests_within_log_batch_limits(store_uri: str, spool_pat
     assert all(m <= 1_000 and p <= 100 and size < 1_000_000 for m, p, size in requests)
     assert len(MlflowClient(store_uri).get_run(spool.run(run).server_id).data.params) == 450
     drainer.stop()
+
+
+class _SlowCreate:
+    """A real client whose run lookup takes a while: the window two passes could share."""
+
+    def __init__(self, uri: str) -> None:
+        self._client = MlflowClient(uri)
+
+    def search_runs(self, *args, **kwargs):
+        time.sleep(0.3)
+        return self._client.search_runs(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+
+def test_two_threads_passing_at_once_send_the_run_once(store_uri: str, spool_path: Path) -> None:
+    # engage profile/plan start an in-process drainer and flush at once: the flush's pass
+    # and the thread's first pass both ran, each created the run (CI: the returned run was
+    # FINISHED with no parameters, which the other copy got).
+    MlflowClient(store_uri).create_experiment("drain-pass-race")  # the race is the run's
+    spool = Spool(spool_path)
+    run = spool.create_run(store_uri, "drain-pass-race", "r", {})
+    spool.append_points(run, [("param", "p", "1", None, 5), ("metric", "m", 1.0, 0, 5)])
+    spool.end_run(run, "FINISHED")
+    drainer = Drainer(spool_path, client_factory=_SlowCreate)
+    gate = threading.Barrier(2)
+
+    def one_pass() -> None:
+        gate.wait()
+        drainer.drain_once()
+
+    threads = [threading.Thread(target=one_pass) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert drainer.flush(run, timeout_s=30)
+    drainer.stop()
+
+    client = MlflowClient(store_uri)
+    found = client.search_runs([client.get_experiment_by_name("drain-pass-race").experiment_id])
+    assert len(found) == 1
+    assert found[0].info.run_id == spool.run(run).server_id
+    assert found[0].data.params == {"p": "1"}
+    assert found[0].info.status == "FINISHED"
