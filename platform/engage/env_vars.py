@@ -31,12 +31,29 @@ MLFLOW_TRACKING_URI = EnvVar(
     "MLFLOW_TRACKING_URI", "MLflow tracking URI; overrides the spec's tracking.tracking_uri"
 )
 ENGAGE_RAY_LOGS = EnvVar("ENGAGE_RAY_LOGS", "set to 1 to stream Ray worker logs to the terminal")
+ENGAGE_RAY_DASHBOARD = EnvVar(
+    "ENGAGE_RAY_DASHBOARD",
+    "set to 0 to start the Ray clusters engage starts (the embedded one, the serving head) "
+    "without Ray's dashboard: 3-4 CPU-seconds less per start",
+)
 ENGAGE_EVENTS_URI = EnvVar(
     "ENGAGE_EVENTS_URI",
     "SQLAlchemy URL of the event store (jobs, events, alerts); default sqlite under ENGAGE_HOME",
 )
 
-ALL = (ENGAGE_HOME, RAY_ADDRESS, MLFLOW_TRACKING_URI, ENGAGE_RAY_LOGS, ENGAGE_EVENTS_URI)
+ALL = (
+    ENGAGE_HOME,
+    RAY_ADDRESS,
+    MLFLOW_TRACKING_URI,
+    ENGAGE_RAY_LOGS,
+    ENGAGE_RAY_DASHBOARD,
+    ENGAGE_EVENTS_URI,
+)
+
+
+def ray_dashboard() -> bool:
+    """Whether clusters engage starts run Ray's dashboard (yes unless ENGAGE_RAY_DASHBOARD=0)."""
+    return ENGAGE_RAY_DASHBOARD.get() != "0"
 
 
 def engage_home(override: str | Path | None = None) -> Path:

@@ -99,7 +99,7 @@ def ray_session(
         init_kwargs = {
             "address": "local",
             "num_cpus": num_cpus,
-            "include_dashboard": True,
+            "include_dashboard": env_vars.ray_dashboard(),
             "dashboard_host": LOOPBACK,
             "_node_ip_address": LOOPBACK,
         }

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from engage.env_vars import ray_dashboard
 from engage.errors import ClusterError
 
 _START_TIMEOUT_S = 120.0
@@ -41,7 +42,7 @@ class ManagedCluster:
     """The local Ray head engage started for serving, as recorded in ``cluster.json``."""
 
     address: str
-    dashboard_url: str
+    dashboard_url: str  # "" when the head runs without Ray's dashboard (ENGAGE_RAY_DASHBOARD=0)
     temp_dir: str
     token_path: str
     num_cpus: float
@@ -111,7 +112,8 @@ def ensure_cluster(
     port, dashboard = free_port(), free_port()
     ingress_env = _haproxy_env(folder, temp)
     cluster = ManagedCluster(
-        f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}", str(temp), str(token), cpus, (),
+        f"127.0.0.1:{port}", f"http://127.0.0.1:{dashboard}" if ray_dashboard() else "",
+        str(temp), str(token), cpus, (),
         "haproxy" if ingress_env else "serve-proxy",
     )  # fmt: skip
     env = head_environment(cluster, ingress_env, os.environ, secret_vars)
@@ -170,6 +172,7 @@ def head_command(cluster: ManagedCluster, port: int, dashboard: int) -> list[str
         "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
         f"--dashboard-port={dashboard}", f"--ray-client-server-port={free_port()}",
         f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
+        f"--include-dashboard={'true' if cluster.dashboard_url else 'false'}",
     ]  # fmt: skip
 
 

@@ -85,3 +85,18 @@ def test_the_embedded_cluster_binds_to_loopback(init_calls) -> None:
     assert kwargs["_env"] == "0"
     # ... and the process's own setting is back once the session ended.
     assert os.environ.get(session.LOOPBACK_ENV_VAR) is None
+
+
+@pytest.mark.parametrize(("value", "dashboard"), [(None, True), ("1", True), ("0", False)])
+def test_the_embedded_cluster_runs_ray_s_dashboard_unless_told_not_to(
+    init_calls, monkeypatch: pytest.MonkeyPatch, value: str | None, dashboard: bool
+) -> None:
+    if value is None:
+        monkeypatch.delenv("ENGAGE_RAY_DASHBOARD", raising=False)
+    else:
+        monkeypatch.setenv("ENGAGE_RAY_DASHBOARD", value)
+
+    with pytest.raises(ClusterError), session.ray_session(None, num_cpus=1):
+        pass
+
+    assert init_calls[0]["include_dashboard"] is dashboard

@@ -111,3 +111,23 @@ def test_serve_waits_for_a_slow_proxy_instead_of_killing_it(started):
 
     assert float(env["RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"]) >= 60
     assert float(env["RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S"]) >= 30
+
+
+@pytest.mark.parametrize(("value", "flag"), [(None, "true"), ("0", "false")])
+def test_the_head_runs_ray_s_dashboard_unless_told_not_to(tmp_path, monkeypatch, value, flag):
+    calls = []
+    monkeypatch.setattr(
+        cluster.subprocess,
+        "run",
+        lambda a, env, **k: calls.append(a) or subprocess.CompletedProcess(a, 0),
+    )
+    monkeypatch.setattr(cluster, "_haproxy_env", lambda folder, temp: {})
+    if value is None:
+        monkeypatch.delenv("ENGAGE_RAY_DASHBOARD", raising=False)
+    else:
+        monkeypatch.setenv("ENGAGE_RAY_DASHBOARD", value)
+
+    managed, _ = cluster.ensure_cluster(tmp_path / ".engage", 1)
+
+    assert f"--include-dashboard={flag}" in calls[0]
+    assert bool(managed.dashboard_url) is (flag == "true")
