@@ -7,7 +7,9 @@ pages, sampled with psutil) of the driver and of every process of the Ray sessio
 below a fraction of that split: it is never materialised whole. The shared session's object store is not
 shrunk for this test (it is shared); the bound is on what each process holds instead.
 Then the real Ray Data shard iterator is read twice with the same seed: the same batches,
-equal to the in-memory order of :mod:`engage.data.batch_order`.
+equal to the in-memory order of :mod:`engage.data.batch_order`; with augmentation, each
+epoch's. With two workers, the streamed ingest (:class:`engage.data.stream_ingest.StreamIngest`)
+gives each worker its in-memory batches.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ import yaml
 
 from engage.data import prepare
 from engage.data.batch_order import shuffled_batches
-from engage.data.streaming import train_dataset
+from engage.data.streaming import AUGMENT_CONFIG, epoch_blocks, train_dataset
+from engage.events import Discard, Reporter
 from engage.runtime.pipeline import RunOptions, run_pipeline
 from engage.spec import parse_spec
-from engage.spec.models import DataSpec
+from engage.spec.models import DataSpec, ModelSpec, TrainSpec
+from engage.train.builders import ModelShape
 
 pytestmark = pytest.mark.integration
 
@@ -196,11 +200,88 @@ def test_the_ray_data_shard_gives_the_same_batches_for_the_same_seed(streamed, t
         assert torch.equal(ax, ex)
         assert torch.equal(ay, ey)
 
-    # data.preprocess on the stream: the Ray Data readers yield the in-memory model inputs.
+    # data.preprocess on the stream: the Ray Data readers' blocks, augmented with each
+    # epoch's draws as a worker augments them, are that epoch's in-memory model inputs.
     folder = tmp_path / "pre"
     memory, pre = (prepare(_preprocessed_spec(folder, s), tmp_path) for s in (False, True))
-    read = list(train_dataset(pre.stream).iter_batches(batch_size=None, batch_format="numpy"))
-    np.testing.assert_allclose(
-        np.concatenate([b["x"] for b in read]), memory.model_inputs("train"), rtol=0, atol=1e-5
-    )
-    np.testing.assert_array_equal(np.concatenate([b["y"] for b in read]), memory.train.y)
+    dataset = train_dataset(pre.stream)
+    augment = dataset.context.get_config(AUGMENT_CONFIG)
+    assert augment is not None
+    inputs = {}
+    for epoch in (1, 2):
+        read = dataset.iter_torch_batches(batch_size=4096)
+        got = list(epoch_blocks(read, augment, epoch, pre.stream.n_train))
+        inputs[epoch], _ = memory.preprocess.transform(memory.train.x, train=True, epoch=epoch)
+        np.testing.assert_allclose(
+            torch.cat([x for x, _ in got]).numpy(), inputs[epoch], rtol=0, atol=1e-5
+        )
+        np.testing.assert_array_equal(torch.cat([y for _, y in got]).numpy(), memory.train.y)
+    np.testing.assert_array_equal(inputs[1], memory.model_inputs("train"))
+    assert np.abs(inputs[2] - inputs[1]).mean() > 0.01  # epoch 2 draws new noise
+
+
+def _rank_batches(job_data, world: int, shards: list, epoch: int) -> list[list[tuple]]:
+    """Every worker's batches of ``epoch``, each reading its shard in a thread of its own
+    (the splits of one ``streaming_split`` must be read together)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engage.train.loop import attach_shard, epoch_batches, make_worker
+
+    job, data = job_data
+    workers = [
+        make_worker(job, data, Reporter(Discard()), rank=r, world=world) for r in range(world)
+    ]
+    for w, shard in zip(workers, shards, strict=True):
+        attach_shard(w, shard)
+    with ThreadPoolExecutor(world) as pool:
+        return list(pool.map(lambda w: list(epoch_batches(w, epoch)), workers))
+
+
+def test_two_streamed_workers_get_the_in_memory_batches_of_their_ranks(ray_local, tmp_path):
+    """Ray Train's ingest of a streamed split (StreamIngest, as ``configure`` is called by
+    Ray Train with two workers) gives each worker the in-memory path's batches of its rank,
+    augmented with each epoch's draws; Ray Data's default streaming split does not."""
+    from ray.train import DataConfig
+
+    from engage.data.stream_ingest import StreamIngest
+    from engage.train.loader_tune import cache_features
+    from engage.train.loop import TrainJob, epoch_batches, make_worker
+
+    spec = _preprocessed_spec(tmp_path / "pre", True).model_copy(update={"shuffle_buffer": 2048})
+    memory = prepare(spec.model_copy(update={"streaming": False}), tmp_path)
+    streamed = prepare(spec, tmp_path)
+    n, world = streamed.stream.n_train, 2
+    assert n > 3 * 2048  # the chunk of 2048 at position n // 2 is read by both workers
+    _, window, features = memory.model_inputs("train").shape
+    train = TrainSpec(seed=7, epochs=2, batch_size=256, num_workers=world)
+    common = (train, ModelSpec(name="mlp"), "classification", ModelShape(window, features, 2))
+    val = {"val_x": memory.model_inputs("val"), "val_y": memory.val.y}
+    job = TrainJob(*common, None, None, "", shuffle_buffer=2048)
+    staged = cache_features(job, memory, put=lambda arrays: arrays)  # as the train stage runs it
+    stream_job = TrainJob(*common, None, None, "", shuffle_buffer=2048, streamed=n)
+    stream_data = val | {"target_mean": 0.0, "target_std": 1.0}
+    dataset = train_dataset(streamed.stream)
+    ingest = StreamIngest().configure({"train": dataset}, world, None, None)
+    options = DataConfig.default_ingest_options()
+    options.preserve_order = True  # what engage's trainer asked of Ray Data's split so far
+    split = DataConfig(datasets_to_split=["train"], execution_options=options)
+
+    for epoch in (1, 2):
+        want = []
+        for rank in range(world):
+            w = make_worker(staged, staged.data_ref, Reporter(Discard()), rank=rank, world=world)
+            want.append(list(epoch_batches(w, epoch)))
+        got = _rank_batches((stream_job, stream_data), world, [s["train"] for s in ingest], epoch)
+        for rank in range(world):
+            assert len(got[rank]) == len(want[rank]) == -(-(n // world) // 128)
+            for (gx, gy), (wx, wy) in zip(got[rank], want[rank], strict=True):
+                torch.testing.assert_close(gx, wx, rtol=0, atol=1e-5)
+                assert torch.equal(gy, wy)
+        dealt = split.configure({"train": dataset}, world, None, None)
+        other = _rank_batches((stream_job, stream_data), world, [s["train"] for s in dealt], epoch)
+        same = [
+            sum(torch.equal(a[1], b[1]) for a, b in zip(other[r], want[r], strict=False))
+            for r in range(world)
+        ]
+        print(f"epoch {epoch}: Ray Data's streaming split: batches with the in-memory labels "
+              f"per rank {same} of {[len(b) for b in want]}")  # fmt: skip

@@ -79,13 +79,16 @@ def shuffled_batches(
     buffer: int,
     batch: int,
     limit: int,
+    first: int = 0,
+    total: int | None = None,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Batches of ``batch`` windows from a stream of ``(x, y)`` blocks in canonical order.
 
-    The first ``limit`` windows of the stream are visited in :func:`epoch_order`
-    (``limit`` windows, same ``seed``, ``epoch`` and ``buffer``) and cut into batches; the
-    last batch may be shorter. Only one chunk of ``buffer`` windows (plus one incoming
-    block) is held at a time.
+    Positions ``[first, first + limit)`` of :func:`epoch_order` over ``total`` windows
+    (same ``seed``, ``epoch`` and ``buffer``) are visited and cut into batches; the last
+    batch may be shorter. The stream starts at the first window of the chunk holding
+    position ``first`` (window ``first // buffer * buffer`` of the split). Only one chunk of
+    ``buffer`` windows (plus one incoming block) is held at a time.
 
     Parameters
     ----------
@@ -98,29 +101,48 @@ def shuffled_batches(
     limit : int
         Windows visited this epoch (a worker's equal share); the rest of the stream is read
         but not used.
+    first : int
+        This worker's first position in the epoch's order (``rank * limit`` for a worker
+        whose stream is its :func:`engage.data.streaming.rank_span`; 0 for a stream that
+        is the worker's whole share).
+    total : int, optional
+        Windows in the split the order is drawn over; default ``first + limit``.
+
+    Raises
+    ------
+    ValueError
+        If the stream ends before the last chunk the positions fall in.
     """
+    total = first + limit if total is None else total
+    end = first + limit
     held: list[tuple[torch.Tensor, torch.Tensor]] = []
-    have = chunk = done = 0
+    chunk = first // buffer
+    start = at = chunk * buffer  # the split's window the stream's next chunk starts at
+    have = 0
     carry_x: torch.Tensor | None = None
     carry_y: torch.Tensor | None = None
     blocks = iter(blocks)
-    while done < limit:
-        size = min(buffer, limit - done)
+    while at < end:
+        size = min(buffer, total - at)
         for x, y in blocks:
             held.append((x, y))
             have += len(y)
             if have >= size:
                 break
         if have < size:
-            raise ValueError(f"the stream ended after {done + have} windows, expected {limit}")
+            raise ValueError(
+                f"the stream ended after {at - start + have} windows, expected "
+                f"{min(total, -(-end // buffer) * buffer) - start} (from window {start})"
+            )
         x, y = _take(held, size)
         have -= size
-        perm = _chunk_perm(size, seed, epoch, chunk)
+        # The chunk's permutation, cut to the positions this worker visits.
+        perm = _chunk_perm(size, seed, epoch, chunk)[max(first, at) - at : min(end, at + size) - at]
         x, y = x[perm], y[perm]
         if carry_x is not None:  # the previous chunk's last, short batch continues here
             x, y = torch.cat([carry_x, x]), torch.cat([carry_y, y])
-        done, chunk = done + size, chunk + 1
-        full = len(y) - len(y) % batch if done < limit else len(y)
+        at, chunk = at + size, chunk + 1
+        full = len(y) - len(y) % batch if at < end else len(y)
         for lo in range(0, full, batch):
             yield x[lo : lo + batch], y[lo : lo + batch]
         carry_x, carry_y = (x[full:], y[full:]) if full < len(y) else (None, None)

@@ -12,8 +12,10 @@ worker reads as its dataset shard.
 
 ``data.preprocess`` streams too: row operators run on each unit's table (a unit holds
 whole groups), window operators are fitted in one more streaming pass per operator with
-state (statistics merged across blocks) and run in the Ray Data readers on the CPU, with
-augmentation drawn per chunk of the whole split, so the batches equal the in-memory ones.
+state (statistics merged across blocks) and run in the Ray Data readers on the CPU up to
+the first augmentation; the worker runs the rest on each block as it arrives, drawing per
+chunk of the whole split and per epoch (:func:`epoch_blocks`), so every epoch's batches
+equal the in-memory ones.
 An operator whose fit needs every training window at once (``clip`` by ``quantile``) is
 refused, naming its field.
 """
@@ -21,8 +23,9 @@ refused, naming its field.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -68,6 +71,16 @@ BLOCK_WINDOWS = 4096
 """Windows per block a streaming reader emits (bounds a reader's memory beyond its unit)."""
 BLOCK_BYTES = 8 * 2**20
 """Ray Data's largest block for a streamed split (a worker prefetches a few of them)."""
+AUGMENT_CONFIG = "engage.augment"
+"""The key of a streamed split's per-epoch augmentation in its Ray Dataset's context
+(``DataContext.get_config``): the workers read it from their shard and run it on every
+block with the epoch's draws (:func:`epoch_blocks`)."""
+STREAM_CONFIG = "engage.stream"
+"""The key of the :class:`StreamedTrain` in its Ray Dataset's context, from which
+:class:`engage.data.stream_ingest.StreamIngest` builds each worker's dataset."""
+SPAN_CONFIG = "engage.span"
+"""The key of a worker's dataset's span (:func:`rank_span`) in its context; None: the
+dataset is the whole split (or Ray Data's streaming split of it)."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +100,8 @@ class StreamedTrain:
     target_mean, target_std : float
         The training windows' label statistics (regression; 0 and 1 otherwise).
     preprocess : FittedPreprocess or None
-        The window operators fitted in the streaming passes, applied to every block read.
+        The window operators fitted in the streaming passes: the readers run them on every
+        block up to the first augmentation, the workers the rest (:attr:`augment`).
     offsets : tuple of int
         Index of each unit's first training window in the whole split (where its
         augmentation draws start).
@@ -108,18 +122,54 @@ class StreamedTrain:
             return labels.astype(np.float32)
         return np.searchsorted(np.array(self.classes), labels).astype(np.int64)
 
-    def blocks(self, unit: int) -> Iterator[dict[str, np.ndarray]]:
-        """The training windows of ``unit`` in canonical order, as ``{"x", "y"}`` blocks.
+    @property
+    def augment(self) -> FittedPreprocess | None:
+        """The steps a worker runs on every block it reads, with the epoch's draws: the first
+        augmentation and every step after it (None without augmentation)."""
+        if self.preprocess is None or not self.preprocess.augments:
+            return None
+        return self.preprocess.split_for_cache()[1]
 
-        With window operators, ``x`` is the model input, computed on this process's CPU:
-        the fitted operators and the augmentation the whole split's window gets in memory.
+    def units_in(self, span: tuple[int, int] | None = None) -> list[int]:
+        """The units holding training windows ``[lo, hi)`` of the split (all for None)."""
+        if span is None:
+            return list(range(len(self.plan.units)))
+        lo, hi = span
+        ends = [*self.offsets[1:], self.n_train]
+        return [
+            u for u, (a, b) in enumerate(zip(self.offsets, ends, strict=True)) if a < hi and lo < b
+        ]
+
+    def blocks(
+        self, unit: int, span: tuple[int, int] | None = None
+    ) -> Iterator[dict[str, np.ndarray]]:
+        """The training windows of ``unit`` in canonical order, as ``{"x", "y", "i"}`` blocks.
+
+        With window operators, ``x`` is computed on this process's CPU: the whole model
+        input without augmentation, else the fitted operators before the first augmentation
+        (:meth:`FittedPreprocess.split_for_cache`), which :func:`epoch_blocks` completes
+        with the epoch's draws where the block is trained on. ``i`` is each window's index
+        in the whole split (where its augmentation draws come from). With ``span``, only
+        the windows whose index is in ``[lo, hi)`` (one worker's share, :func:`rank_span`).
         """
         at = self.offsets[unit] if self.offsets else 0
+        lo, hi = (0, self.n_train) if span is None else span
+        steps = self.preprocess
+        if steps is not None and steps.augments:
+            steps = steps.split_for_cache()[0]
         for x, y in iter_split(self.plan, unit, "train", self.normalization, BLOCK_WINDOWS):
-            if self.preprocess is not None:
-                x, _ = self.preprocess.transform(x, train=True, start=at, total=self.n_train)
+            a, b = max(lo, at) - at, min(hi, at + len(y)) - at  # the block's part in the span
+            if a < b:
+                part = (
+                    x[a:b]
+                    if steps is None or not steps.steps
+                    else steps.transform(x[a:b], False)[0]
+                )
+                i = np.arange(at + a, at + b, dtype=np.int64)
+                yield {"x": part, "y": self.encode(y[a:b]), "i": i}
             at += len(y)
-            yield {"x": x, "y": self.encode(y)}
+            if at >= hi:
+                break
 
     def raw_windows(self) -> Iterator[np.ndarray]:
         """Every unit's training windows, normalised, before window operators (a pass)."""
@@ -267,33 +317,113 @@ def _split(parts: list[tuple], stream: StreamedTrain) -> Split:
     return Split(x=x, y=y, times=times)
 
 
-def train_dataset(stream: StreamedTrain) -> Any:
-    """The training split as a lazy Ray Dataset of ``{"x", "y"}`` blocks, one read per unit.
+def rank_span(n: int, world: int, rank: int, buffer: int) -> tuple[int, int]:
+    """The windows ``[lo, hi)`` of a split of ``n`` that worker ``rank`` of ``world`` reads.
+
+    In memory, a worker trains on positions ``[rank * n // world, (rank + 1) * n // world)``
+    of the epoch's order (:func:`engage.data.batch_order.epoch_order`), which permutes
+    chunks of ``buffer`` windows: the worker needs every chunk those positions fall in,
+    whole, to draw the same permutation. ``lo`` is thus a multiple of ``buffer`` and
+    neighbouring workers' spans share at most one chunk (all of a split within one buffer).
+    """
+    per = n // world
+    if per == 0:
+        return 0, 0
+    first, end = rank * per, (rank + 1) * per
+    return first // buffer * buffer, min(n, -(-end // buffer) * buffer)
+
+
+def train_dataset(
+    stream: StreamedTrain, span: tuple[int, int] | None = None, reader_cpus: float | None = None
+) -> Any:
+    """The training split as a lazy Ray Dataset of ``{"x", "y", "i"}`` blocks, one read per unit.
 
     Each unit is read, checked, normalised, windowed and preprocessed (the fitted window
-    operators of ``stream.preprocess``, on the CPU) by a Ray Data task; blocks come
-    in canonical order when the dataset runs with ``preserve_order`` (the train stage sets
-    it), so :func:`engage.data.batch_order.shuffled_batches` gives the in-memory batches.
+    operators of ``stream.preprocess`` up to the first augmentation, on the CPU) by a Ray
+    Data task; blocks come in canonical order when the dataset runs with ``preserve_order``
+    (the train stage sets it), so :func:`epoch_blocks` (the epoch's augmentation, found in
+    the dataset's context under :data:`AUGMENT_CONFIG`) then
+    :func:`engage.data.batch_order.shuffled_batches` give the in-memory batches.
+
+    With ``span`` (:func:`rank_span`), only the units and windows of that range: one
+    worker's dataset (:class:`engage.data.stream_ingest.StreamIngest`), whose context
+    holds the span under :data:`SPAN_CONFIG`. With ``reader_cpus``, its reads run one at a
+    time, each reserving that many CPUs (Ray Data's default: as many one-CPU reads at once
+    as its budget allows).
     """
     import ray.data  # only here: importing engage.data never imports Ray
 
-    units = ray.data.from_items(
-        [{"unit": i} for i in range(len(stream.plan.units))],
-        override_num_blocks=len(stream.plan.units),
+    units = stream.units_in(span)
+    items = ray.data.from_items(
+        [{"unit": i} for i in units], override_num_blocks=max(1, len(units))
     )
-    dataset = units.map_batches(_UnitReader(stream), batch_size=1, batch_format="numpy")
+    limits: dict[str, Any] = {}
+    if reader_cpus is not None:
+        limits = {"num_cpus": reader_cpus, "compute": ray.data.TaskPoolStrategy(size=1)}
+    reader = _UnitReader(stream, span)
+    dataset = items.map_batches(reader, batch_size=1, batch_format="numpy", **limits)
     # Ray Data's 128 MiB default would coalesce the readers' blocks into blocks a worker
     # then holds (and prefetches) whole; small blocks keep a worker's memory flat.
     dataset.context.target_max_block_size = BLOCK_BYTES
+    # Ray Train iterates the shard once per epoch without telling the readers which epoch:
+    # the augmentation travels with the dataset to the workers, which run it on arrival.
+    dataset.context.set_config(AUGMENT_CONFIG, stream.augment)
+    dataset.context.set_config(STREAM_CONFIG, stream)
+    dataset.context.set_config(SPAN_CONFIG, span)
     return dataset
 
 
 class _UnitReader:
     """Ray Data's map over unit ids: yields each unit's training windows block by block."""
 
-    def __init__(self, stream: StreamedTrain) -> None:
+    def __init__(self, stream: StreamedTrain, span: tuple[int, int] | None = None) -> None:
         self.stream = stream
+        self.span = span
 
     def __call__(self, batch: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
         for unit in batch["unit"].tolist():
-            yield from self.stream.blocks(unit)
+            yield from self.stream.blocks(unit, self.span)
+
+
+def epoch_blocks(
+    blocks: Iterable[Mapping[str, torch.Tensor]],
+    augment: FittedPreprocess | None,
+    epoch: int,
+    total: int,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """``(x, y)`` of each block a worker reads, augmented with epoch ``epoch``'s draws.
+
+    The readers stop before the first augmentation (:meth:`StreamedTrain.blocks`); here
+    ``augment`` (:attr:`StreamedTrain.augment`) runs on each block's windows on the CPU,
+    drawing per chunk of the whole split from the block's indices ``i``, exactly as the
+    in-memory path augments the whole split at the start of the epoch: the same windows for
+    the same seed and epoch, new ones every epoch, with nothing held beyond the block.
+
+    Parameters
+    ----------
+    blocks : iterable of mappings
+        ``{"x", "y", "i"}`` tensors as Ray Data hands them (``i`` is only read when
+        augmenting; a block may join runs of windows that are not contiguous in the split).
+    augment : FittedPreprocess or None
+        None: the blocks are the model inputs as they are.
+    epoch : int
+        The 1-based epoch whose draws to take.
+    total : int
+        Windows in the whole training split.
+    """
+    import torch
+
+    for block in blocks:
+        x, y = block["x"], block["y"]
+        if augment is not None and len(y):
+            index = block["i"].cpu().numpy()
+            source = x.cpu().numpy()
+            cuts = [0, *(np.flatnonzero(np.diff(index) != 1) + 1).tolist(), len(index)]
+            runs = [
+                augment.transform(
+                    source[lo:hi], train=True, start=int(index[lo]), total=total, epoch=epoch
+                )[0]
+                for lo, hi in itertools.pairwise(cuts)
+            ]
+            x = torch.from_numpy(runs[0] if len(runs) == 1 else np.concatenate(runs)).to(x.device)
+        yield x, y

@@ -225,8 +225,8 @@ def apply(result: TuneResult, job: Any, data: Any = None) -> tuple[Any, dict[str
         )
     elif job.streamed is not None:
         applied["cache"] = (
-            "not applied: a streamed split's readers preprocess every block (the data "
-            "stage does not hand the training loop its deterministic features)"
+            "not applied: a streamed split's readers compute the deterministic features "
+            "of every block each epoch (the split is never held whole to cache them)"
         )
     elif data is None or data.preprocess is None:
         applied["cache"] = "not applied: no prepared data to cache"

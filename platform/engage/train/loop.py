@@ -4,8 +4,11 @@ Every worker sees the same seeded order each epoch
 (:func:`engage.data.batch_order.epoch_order`) and trains on its own slice of it, so a run
 is reproducible for a given seed and worker count. A streamed training split
 (``TrainJob.streamed``) reaches each worker as its Ray Data shard instead, read in blocks
-with prefetch and re-batched in the same order by
-:func:`engage.data.batch_order.shuffled_batches` (one shuffle buffer held at a time).
+with prefetch, augmented with the epoch's draws as each block arrives
+(:func:`engage.data.streaming.epoch_blocks`) and re-batched in the same order by
+:func:`engage.data.batch_order.shuffled_batches` (one shuffle buffer held at a time); with
+several workers, each reads the chunks of its own share of the order
+(:class:`engage.data.stream_ingest.StreamIngest`), so it trains on its in-memory batches.
 Rank 0 reports epoch metrics through the job's reporter and writes the checkpoint. A
 regression network learns targets standardised with the training split's mean and std
 (:class:`TargetScaled`).
@@ -31,6 +34,7 @@ Only :func:`train_loop_per_worker` and the helpers that read the Ray Train conte
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +45,7 @@ import torch
 from torch import nn
 
 from engage.data.batch_order import epoch_order, shuffled_batches
+from engage.data.streaming import AUGMENT_CONFIG, SPAN_CONFIG, epoch_blocks, rank_span
 from engage.errors import TrainingError
 from engage.events import HubTransport, Reporter
 from engage.monitor.resources import ResourceSampler
@@ -163,6 +168,9 @@ class Worker:
     precision: Precision
     comm: CommTimer | None = None  # all-reduce timing when train.comm asks for it (DDP only)
     shard: Any = None  # the Ray Data shard iterator of a streamed training split
+    # The shard's windows [lo, hi) of the split when it is this worker's own dataset
+    # (engage.data.stream_ingest); None: Ray Data's streaming split dealt its blocks.
+    span: tuple[int, int] | None = None
 
     @property
     def rows(self) -> int:
@@ -230,14 +238,44 @@ def epoch_inputs(features: torch.Tensor, augment: Any, epoch: int) -> torch.Tens
     return torch.from_numpy(out)
 
 
+def attach_shard(w: Worker, shard: Any) -> None:
+    """Give ``w`` its Ray Data ``shard`` of a streamed split, with what the dataset's
+    context says of it: the split's per-epoch augmentation (``job.augment`` then runs on
+    every block the shard yields, with the epoch's draws) and the shard's span, when it is
+    this worker's own dataset (:class:`engage.data.stream_ingest.StreamIngest`).
+
+    Raises
+    ------
+    ValueError
+        If the span is not the one this worker's share of the order needs.
+    """
+    context = shard.get_context()
+    span = context.get_config(SPAN_CONFIG)
+    if span is not None and tuple(span) != rank_span(w.rows, w.world, w.rank, w.job.shuffle_buffer):
+        raise ValueError(f"worker {w.rank} of {w.world} was given windows {span} of the split")
+    w.shard, w.span = shard, None if span is None else tuple(span)
+    w.job = dataclasses.replace(w.job, augment=context.get_config(AUGMENT_CONFIG))
+
+
+def epoch_batches(w: Worker, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """This worker's batches of epoch ``epoch``: from its Ray Data shard when the split
+    streams, else from memory; the same batches either way for the same seed (with several
+    workers, when each reads its own span: :class:`engage.data.stream_ingest.StreamIngest`)."""
+    return _stream_batches(w, epoch) if w.shard is not None else memory_batches(w, epoch)
+
+
 def _stream_batches(w: Worker, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """This worker's batches of its Ray Data shard, in the same order as in memory."""
-    blocks = (
-        (b["x"], b["y"])
-        for b in w.shard.iter_torch_batches(
+    """This worker's batches of its Ray Data shard, in the same order as in memory: each
+    block augmented with the epoch's draws as it arrives (when the preprocessing augments)."""
+    read = iter(  # one pass: a Ray Data iterable starts a new one on every iter()
+        w.shard.iter_torch_batches(
             batch_size=_STREAM_BLOCK, prefetch_batches=w.job.prefetch_batches
         )
     )
+    blocks = epoch_blocks(read, w.job.augment, epoch, w.rows)
+    # A span holds the chunks of the worker's positions in the whole split's order; Ray
+    # Data's streaming split is the worker's share, shuffled on its own.
+    first, total = (w.rank * w.n_per, w.rows) if w.span is not None else (0, None)
     yield from shuffled_batches(
         blocks,
         seed=w.job.train.seed,
@@ -245,15 +283,17 @@ def _stream_batches(w: Worker, epoch: int) -> Iterator[tuple[torch.Tensor, torch
         buffer=w.job.shuffle_buffer,
         batch=w.per_worker,
         limit=w.n_per,
+        first=first,
+        total=total,
     )
-    for _ in blocks:  # rows past this worker's equal share, if Ray Data gave any
+    for _ in read:  # rows past this worker's equal share, if Ray Data gave any (not augmented)
         pass
 
 
 def _epoch(w: Worker, epoch: int, resources: ResourceSampler) -> EpochTimes:
     """Train one epoch; returns this worker's loss sum and step time breakdown."""
     job, faults = w.job, w.job.train.faults
-    batches = _stream_batches(w, epoch) if w.shard is not None else memory_batches(w, epoch)
+    batches = epoch_batches(w, epoch)
     steps = math.ceil(w.n_per / w.per_worker)
     accum = job.train.grad_accumulation
     loss_fn = loss_function(job.task)
@@ -382,7 +422,7 @@ def _setup(job: TrainJob) -> Worker:
     )
     w.comm = apply_comm(w.model, comm)  # the compression hook, and its timer when asked
     if job.streamed is not None:
-        w.shard = ray.train.get_dataset_shard("train")
+        attach_shard(w, ray.train.get_dataset_shard("train"))
     return w
 
 

@@ -157,15 +157,18 @@ def check_model(job: TrainJob) -> None:
 
 
 def ingest_config() -> Any:
-    """Ray Train's ``DataConfig`` for a streamed split: Ray Data's ingest defaults, with the
-    blocks kept in the dataset's order, so a worker's batches follow the seed (the order
-    :func:`engage.data.batch_order.shuffled_batches` shuffles is the canonical one).
+    """Ray Train's ``DataConfig`` for a streamed split: each worker reads its own span of
+    the seeded order, blocks kept in order (:class:`engage.data.stream_ingest.StreamIngest`),
+    so with one worker or several a worker's batches are the in-memory path's for that rank
+    (the order :func:`engage.data.batch_order.shuffled_batches` shuffles is the canonical one).
     """
     from ray.train import DataConfig
 
+    from engage.data.stream_ingest import StreamIngest
+
     options = DataConfig.default_ingest_options()
     options.preserve_order = True
-    return DataConfig(datasets_to_split=["train"], execution_options=options)
+    return StreamIngest(execution_options=options, reader_cpus=READER_CPUS)
 
 
 def _unwrap(exc: BaseException) -> EngageError | None:

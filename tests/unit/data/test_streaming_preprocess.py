@@ -23,6 +23,7 @@ from engage.data.preprocess import (
 )
 from engage.data.preprocess import fitted as fitted_module
 from engage.data.stream_plan import should_stream
+from engage.data.streaming import epoch_blocks
 from engage.errors import SpecError
 from engage.spec.models import PreprocessStep
 from tests.unit.data._builders import clean_table, file_spec
@@ -68,34 +69,63 @@ def both(tmp_path: Path, monkeypatch) -> tuple:
     return memory, streamed
 
 
-def _stream_blocks(stream) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The training inputs as the Ray Data readers yield them, unit by unit."""
+def _stream_blocks(stream) -> list[dict[str, torch.Tensor]]:
+    """The training blocks as the Ray Data readers yield them, unit by unit, as tensors."""
     return [
-        (torch.from_numpy(block["x"]), torch.from_numpy(block["y"]))
+        {key: torch.from_numpy(value) for key, value in block.items()}
         for unit in range(len(stream.plan.units))
         for block in stream.blocks(unit)
     ]
 
 
+def _epoch_batches(stream, epoch: int, batch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The batches a streamed worker trains on in ``epoch``: the readers' blocks with the
+    epoch's augmentation (as the loop runs it on arrival), in the seeded order."""
+    blocks = epoch_blocks(_stream_blocks(stream), stream.augment, epoch, stream.n_train)
+    return list(
+        shuffled_batches(blocks, seed=3, epoch=epoch, buffer=64, batch=batch, limit=stream.n_train)
+    )
+
+
 def test_both_paths_give_the_same_preprocessed_batches_for_a_seed(both) -> None:
     memory, streamed = both
-    x, y = torch.from_numpy(memory.model_inputs("train")), torch.from_numpy(memory.train.y)
+    y = torch.from_numpy(memory.train.y)
     n, batch = len(y), 16
     assert streamed.train_windows == n > 3 * fitted_module.CHUNK
     assert any(at % fitted_module.CHUNK for at in streamed.stream.offsets)  # a unit mid-chunk
 
+    got = {}
     for epoch in (1, 2):
+        # The in-memory model inputs of this epoch: every step, with the epoch's draws.
+        x, _ = memory.preprocess.transform(memory.train.x, train=True, epoch=epoch)
+        x = torch.from_numpy(x)
         order = epoch_order(n, seed=3, epoch=epoch, buffer=64)
         expected = [(x[order[i : i + batch]], y[order[i : i + batch]]) for i in range(0, n, batch)]
-        got = shuffled_batches(
-            _stream_blocks(streamed.stream), seed=3, epoch=epoch, buffer=64, batch=batch, limit=n
-        )
+        got[epoch] = _epoch_batches(streamed.stream, epoch, batch)
 
-        got = list(got)
-        assert len(got) == len(expected)
-        for (gx, gy), (ex, ey) in zip(got, expected, strict=True):
+        assert len(got[epoch]) == len(expected)
+        for (gx, gy), (ex, ey) in zip(got[epoch], expected, strict=True):
             torch.testing.assert_close(gx, ex, rtol=0, atol=1e-5)
             assert torch.equal(gy, ey)
+        if epoch == 1:  # epoch 1 is what the data stage's model inputs hold
+            np.testing.assert_array_equal(x.numpy(), memory.model_inputs("train"))
+
+    # Epoch 2 draws new noise: each window, back in canonical order, differs from epoch 1's.
+    first = torch.cat([b[0] for b in got[1]])[epoch_order(n, 3, 1, 64).argsort()]
+    second = torch.cat([b[0] for b in got[2]])[epoch_order(n, 3, 2, 64).argsort()]
+    assert first.shape == second.shape
+    assert (first - second).abs().mean() > 0.01
+
+
+def test_a_stream_without_augmentation_is_preprocessed_whole_by_its_readers(tmp_path) -> None:
+    _shards(tmp_path / "s")
+    steps = [s for s in STEPS if s["op"] not in ("jitter", "scale")]
+    memory = prepare(file_spec("s", "parquet", streaming=False, preprocess=steps), tmp_path)
+    streamed = prepare(file_spec("s", "parquet", streaming=True, preprocess=steps), tmp_path)
+
+    assert streamed.stream.augment is None
+    x = np.concatenate([b["x"].numpy() for b in _stream_blocks(streamed.stream)])
+    np.testing.assert_allclose(x, memory.model_inputs("train"), rtol=0, atol=1e-5)
 
 
 def test_the_stream_travels_to_ray_tasks_with_its_preprocessing(both) -> None:
@@ -103,9 +133,11 @@ def test_the_stream_travels_to_ray_tasks_with_its_preprocessing(both) -> None:
 
     copy = pickle.loads(pickle.dumps(streamed.stream))
 
-    for (a, ay), (b, by) in zip(_stream_blocks(copy), _stream_blocks(streamed.stream), strict=True):
-        assert torch.equal(a, b)
-        assert torch.equal(ay, by)
+    assert copy.augment is not None
+    for a, b in zip(_stream_blocks(copy), _stream_blocks(streamed.stream), strict=True):
+        assert a.keys() == b.keys() == {"x", "y", "i"}
+        for key in a:
+            assert torch.equal(a[key], b[key])
 
 
 def test_val_and_test_inputs_and_the_fitted_state_equal_the_in_memory_ones(both) -> None:

@@ -12,7 +12,7 @@ from rich.console import Console
 from engage.cli.progress import RunDisplay
 from engage.events import Event, Reporter
 from engage.spec import parse_spec
-from engage.train.tuning.trial import TRIAL_LABEL, arrays_of, shape_of, train_trial
+from engage.train.tuning.trial import TRIAL_LABEL, train_trial, trial_data
 from engage.train.tuning.trials import TrialBook
 
 
@@ -187,11 +187,7 @@ def test_a_trial_trains_in_this_process_and_reports_every_epoch() -> None:
     sink, reported = Collect(), []
 
     last = train_trial(
-        loaded,
-        arrays_of(data),
-        shape_of(data),
-        Reporter(sink, {TRIAL_LABEL: "t1", "rank": "0"}),
-        reported.append,
+        loaded, trial_data(data), Reporter(sink, {TRIAL_LABEL: "t1", "rank": "0"}), reported.append
     )
 
     assert [m["epoch"] for m in reported] == [1.0, 2.0]
@@ -199,6 +195,37 @@ def test_a_trial_trains_in_this_process_and_reports_every_epoch() -> None:
     assert np.isfinite(last["val_loss"])
     epochs = [e for e in sink.events if e.kind == "metric" and e.name == "val_loss"]
     assert [e.labels[TRIAL_LABEL] for e in epochs] == ["t1", "t1"]
+
+
+def test_a_trial_augments_every_epoch_with_its_draws_as_the_train_stage_does() -> None:
+    from engage.monitor.resources import ResourceSampler
+    from engage.runtime.stages import prepare_data
+    from engage.train.loader_tune import cache_features
+    from engage.train.loop import TrainJob, make_worker, train_epoch
+
+    steps = "[{op: rolling, params: {size: 3}}, {op: jitter, params: {std: 0.8, seed: 3}}]"
+    loaded = parse_spec(SPEC, overrides=[f"data.preprocess={steps}"])
+    data = prepare_data(loaded)
+    shared = trial_data(data)
+    reported: list[dict] = []
+
+    train_trial(loaded, shared, Reporter(Collect(), {}), reported.append)
+
+    assert [s.op.name for s in shared.augment.steps] == ["jitter"]
+    assert shared.arrays["train_x"].shape == data.model_inputs("train").shape  # rolling cached
+    spec = loaded.spec
+
+    def losses(job: TrainJob, arrays: dict) -> list[float]:
+        w = make_worker(job, arrays, Reporter(Collect(), {}))
+        sampler = ResourceSampler("cpu", every_s=3600.0)
+        return [train_epoch(w, e, sampler)["train_loss"] for e in (1, 2)]
+
+    job = TrainJob(spec.train, spec.model, spec.data.task, shared.shape, None, None, "")
+    staged = cache_features(job, data, put=lambda arrays: arrays)  # what the train stage runs
+    assert [m["train_loss"] for m in reported] == losses(staged, staged.data_ref)
+    fixed = losses(job, {**shared.arrays, "train_x": data.model_inputs("train")})
+    assert reported[0]["train_loss"] == fixed[0]  # epoch 1's draws are the data stage's
+    assert reported[1]["train_loss"] != fixed[1]  # epoch 2 draws new noise
 
 
 def test_the_run_display_draws_a_trials_bar_from_the_trial_ticks() -> None:

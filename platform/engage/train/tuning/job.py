@@ -34,7 +34,7 @@ from engage.train.tuning.search import (
     trial_overrides,
     trial_spec,
 )
-from engage.train.tuning.trial import arrays_of, shape_of
+from engage.train.tuning.trial import trial_data
 from engage.train.tuning.trials import TrialBook, dumps
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class TuningJob(PipelineJob):
         with ctx.stage("tune", f"{self.tune.num_samples} trials on {self.metric}"):
             self.outcome = run_search(
                 self.loaded,
-                (arrays_of(ctx.data), shape_of(ctx.data)),
+                trial_data(ctx.data),
                 book,
                 storage=self.options.home / "ray_results",
                 name=f"{self.loaded.spec.name}-tune-{ctx.run.local_id[:8]}",

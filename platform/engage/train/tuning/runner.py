@@ -23,7 +23,7 @@ from engage.events import HUB_POLL_S, EventPump, FanOut, start_hub
 from engage.spec import LoadedSpec
 from engage.spec.models import TuneSpec
 from engage.train.tuning.search import max_epochs, touches_data, tune_space
-from engage.train.tuning.trial import TrialSetup, run_trial
+from engage.train.tuning.trial import TrialData, TrialSetup, run_trial
 from engage.train.tuning.trials import TrialBook, TrialRecord
 
 _OUTPUT_ENV = "RAY_AIR_NEW_OUTPUT"
@@ -78,7 +78,7 @@ def scheduler(tune: TuneSpec, max_t: int) -> Any:
 
 def run_search(
     loaded: LoadedSpec,
-    data: tuple[dict[str, Any], Any],
+    data: TrialData,
     book: TrialBook,
     *,
     storage: Path,
@@ -89,8 +89,8 @@ def run_search(
     Parameters
     ----------
     data:
-        The shared training arrays and model shape (a space over ``data.*`` makes each
-        trial prepare its own instead).
+        The shared training arrays, model shape and per-epoch augmentation (a space over
+        ``data.*`` makes each trial prepare its own instead).
     storage, name:
         Where Tune keeps its trial folders.
 

@@ -7,6 +7,9 @@ values (:func:`engage.train.tuning.search.trial_spec`), builds one worker with
 stop poor trials) and every step and epoch through the job's event hub with a ``trial``
 label (the driver routes them to the trial's child run and the monitor). No TorchTrainer
 per trial: one costs 25-42 s of process start-up on two cores, more than a small trial.
+A trial trains on what the train stage's workers get (:func:`trial_data`): with
+augmentation, the cached deterministic features, augmented at the start of every epoch
+with that epoch's draws.
 """
 
 from __future__ import annotations
@@ -65,32 +68,62 @@ class TrialSetup:
         )
 
 
-def arrays_of(data: Any) -> Arrays:
-    """The train and val arrays of a :class:`~engage.data.PreparedData`, as trials take them."""
-    return {
+@dataclass(frozen=True)
+class TrialData:
+    """The prepared data every trial trains on; travels with ``tune.with_parameters``.
+
+    Attributes
+    ----------
+    arrays:
+        ``train_x``, ``train_y``, ``val_x``, ``val_y``: ``train_x`` is the training split's
+        model input, or its cached deterministic features when the preprocessing augments.
+    shape:
+        The model's window, features and outputs.
+    augment:
+        The augmentation (a :class:`~engage.data.preprocess.FittedPreprocess`) run over
+        ``train_x`` at the start of every epoch with that epoch's draws, as the train
+        stage's workers run it; None when the preprocessing does not augment.
+    """
+
+    arrays: Arrays
+    shape: ModelShape
+    augment: Any = None
+
+
+def trial_data(data: Any) -> TrialData:
+    """What trials train on from a :class:`~engage.data.PreparedData`: its arrays, model
+    shape and per-epoch augmentation, exactly as the train stage hands its workers
+    (:func:`engage.train.loader_tune.cache_features`), so that each epoch of a trial
+    gets that epoch's draws."""
+    fitted = data.preprocess
+    arrays = {
         "train_x": data.model_inputs("train"),  # after data.preprocess, as training sees them
         "train_y": data.train.y,
         "val_x": data.model_inputs("val"),
         "val_y": data.val.y,
     }
+    _, window, features = arrays["train_x"].shape
+    shape = ModelShape(window, features, len(data.classes) if data.classes else 1)
+    if fitted is None or not fitted.augments:
+        return TrialData(arrays, shape)
+    import torch
 
-
-def shape_of(data: Any) -> ModelShape:
-    """The model shape of a :class:`~engage.data.PreparedData` (window, features, outputs)."""
-    _, window, features = data.model_inputs("train").shape
-    return ModelShape(window, features, len(data.classes) if data.classes else 1)
+    cached, augment = fitted.split_for_cache()
+    device = torch.device(fitted.device)
+    arrays["train_x"], _ = cached.transform(data.train.x, train=False, device=device)
+    return TrialData(arrays, shape, augment)
 
 
 def train_trial(
     loaded: LoadedSpec,
-    arrays: Arrays,
-    shape: ModelShape,
+    data: TrialData,
     reporter: Any,
     report: Any,
     run_id: str = "",
 ) -> dict[str, float]:
-    """Train ``loaded``'s model on ``arrays`` in this process, calling ``report(metrics)``
-    after every epoch; returns the last epoch's metrics.
+    """Train ``loaded``'s model on ``data`` in this process, calling ``report(metrics)``
+    after every epoch (each epoch augmented with its own draws when ``data.augment`` is
+    set); returns the last epoch's metrics.
 
     Raises
     ------
@@ -101,8 +134,11 @@ def train_trial(
     from engage.train.loop import TrainJob, make_worker, train_epoch
 
     spec = loaded.spec
-    job = TrainJob(spec.train, spec.model, spec.data.task, shape, None, None, run_id)
-    worker = make_worker(job, arrays, reporter)
+    job = TrainJob(
+        spec.train, spec.model, spec.data.task, data.shape, None, None, run_id,
+        shuffle_buffer=spec.data.shuffle_buffer, augment=data.augment,
+    )  # fmt: skip
+    worker = make_worker(job, data.arrays, reporter)
     resources = ResourceSampler("cpu")
     reporter.lifecycle("train_start", world_size=1)
     metrics: dict[str, float] = {}
@@ -113,7 +149,7 @@ def train_trial(
     return metrics
 
 
-def run_trial(config: dict[str, Any], setup: TrialSetup, data: tuple[Arrays, ModelShape] | None):
+def run_trial(config: dict[str, Any], setup: TrialSetup, data: TrialData | None):
     """The Ray Tune trainable: train one drawn configuration, reporting every epoch.
 
     ``data`` is the shared prepared data; None when the space changes ``data.*`` and
@@ -134,15 +170,13 @@ def run_trial(config: dict[str, Any], setup: TrialSetup, data: tuple[Arrays, Mod
     torch.set_num_threads(setup.threads)
     loaded = trial_spec(setup.base(), config)
     if data is None:
-        prepared = prepare_data(loaded)
-        data = (arrays_of(prepared), shape_of(prepared))
+        data = trial_data(prepare_data(loaded))
     trial_id = ray.tune.get_context().get_trial_id()
     labels = {TRIAL_LABEL: str(trial_id), "rank": "0"}
     reporter = Reporter(HubTransport(setup.hub), labels) if setup.hub is not None else None
     train_trial(
         loaded,
-        data[0],
-        data[1],
+        data,
         reporter or Reporter(Discard(), labels),
         lambda m: ray.tune.report(dict(m)),
         setup.run_id,
