@@ -112,13 +112,31 @@ class StepActor:
 
 
 class _Count:
-    """A sink that counts the metric points the pump handed on (all must arrive)."""
+    """A sink that counts the metric points the pump handed on (all must arrive).
+
+    It reads the hub's rows as they come (``emit_rows``), as the metric sink does, so the
+    count builds no Events on the driver: the benchmark's own bookkeeping should not add
+    to the driver's CPU, which the worker's step loop reads on these shared cores.
+    """
 
     def __init__(self) -> None:
         self.points = 0
 
     def emit(self, events: list) -> None:
+        """Count the metric events of a batch."""
         self.points += sum(1 for e in events if e.kind == "metric")
+
+    def emit_rows(self, batch: list) -> None:
+        """Count the metric points of a batch of rows and Events, building no Event."""
+        from engage.events import POINTS
+
+        for entry in batch:
+            if type(entry) is not tuple:
+                self.points += entry.kind == "metric"
+            elif entry[0] == POINTS:
+                self.points += len(entry[1])
+            else:
+                self.points += entry[0] == "metric"
 
 
 def worker_overhead(home: Path, uri: str, steps: int, reps: int) -> dict:
@@ -340,7 +358,8 @@ the torch step of the section above, 10 metrics per step, in {res["reps"]} round
 {res["steps"]} steps, each round running every arm once in that same actor process, in
 an order that cycles through a Williams Latin square ({", ".join(ORDERS)}: every arm in
 every position and after every other arm equally often), while the driver polls the hub and spools through `MetricSink` into a
-real run (P: only after its round) ({res["points"]} of {res["expected"]} points reached the
+real run (P: only after its round; the pump hands the hub's rows to `MetricSink`, which spools
+them as columns, no Event built per point) ({res["points"]} of {res["expected"]} points reached the
 spool's sink). CPU clocks are
 read in the actor: *process* CPU (`time.process_time`: the training thread, the Reporter's
 flusher thread and Ray's core-worker threads that pickle and send the pushes), from the

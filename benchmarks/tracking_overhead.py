@@ -23,7 +23,7 @@ Three measurements, each against a baseline measured in the same run:
     python benchmarks/tracking_overhead.py [--calls 20000] [--sync-calls 1000]
         [--async-calls 2000] [--rounds 4] [--steps 200] [--reps 40] [--points 50000]
         [--outage-s 5] [--worker-steps 200] [--worker-reps 100] [--parts-only]
-        [--worker-only]
+        [--worker-only [--print-only]]
 
 ``--parts-only`` measures the per-part CPU table alone (a minute; the section is not
 rewritten), to repeat it when the machine is quiet. ``--worker-only`` runs the Ray worker
@@ -81,6 +81,11 @@ def main() -> None:
     parser.add_argument("--worker-reps", type=int, default=100, help="worker rounds (A and W)")
     parser.add_argument("--parts-only", action="store_true", help="only the per-part CPU table")
     parser.add_argument("--worker-only", action="store_true", help="only the Ray worker arm")
+    parser.add_argument(
+        "--print-only",
+        action="store_true",
+        help="with --worker-only: print the section, leave docs/BENCHMARKS.md as it is",
+    )
     args = parser.parse_args()
     if args.worker_only:
         _worker_only(args)
@@ -121,7 +126,7 @@ def main() -> None:
 
 
 def _worker_only(args: argparse.Namespace) -> None:
-    """Run the Ray worker arm alone and rewrite its section."""
+    """Run the Ray worker arm alone and rewrite its section (``--print-only``: print it only)."""
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="engage-tracking-worker-") as tmp:
         home = Path(tmp)
@@ -129,7 +134,8 @@ def _worker_only(args: argparse.Namespace) -> None:
             home, f"sqlite:///{home / 'mlflow.db'}", args.worker_steps, args.worker_reps
         )
     body = worker_section(worker, _head(args, (load, os.getloadavg()[0])))
-    write_section("tracking-worker", body)
+    if not args.print_only:
+        write_section("tracking-worker", body)
     print(body)
 
 
@@ -159,7 +165,7 @@ def command(args: argparse.Namespace) -> str:
     flags = " ".join(
         f"--{k.replace('_', '-')} {v}"
         for k, v in vars(args).items()
-        if k not in ("parts_only", "worker_only")
+        if k not in ("parts_only", "worker_only", "print_only")
     )
     return f"python benchmarks/tracking_overhead.py {flags}"
 

@@ -55,9 +55,9 @@ HUB_POLL_S = 0.25
 #: an answer later than that is collected by the next poll.
 DRAIN_HOP_S = 0.05
 
-_Row = tuple  # an Event's fields in declaration order: (kind, name, value, step, ts, labels, data)
+Row = tuple  # an Event's fields in declaration order: (kind, name, value, step, ts, labels, data)
 #: The kind of a row holding one metrics() call: names and values are tuples, data is None.
-_POINTS = "points"
+POINTS = "points"
 
 
 def now_ms() -> int:
@@ -84,10 +84,27 @@ class Event:
 
 
 class EventSink(Protocol):
-    """Consumes batches of events, in the order they were reported."""
+    """Consumes batches of events, in the order they were reported.
+
+    A sink may also have ``emit_rows(batch)`` (:class:`RowSink`): :class:`FanOut` then hands
+    it the batch as it came, rows and Events mixed, and builds Events only for the sinks
+    that have no ``emit_rows``.
+    """
 
     def emit(self, events: Sequence[Event]) -> None:
         """Consume one batch, in report order."""
+
+
+class RowSink(EventSink, Protocol):
+    """A sink that reads a batch's rows as they are (issue 11: the driver's spool writer).
+
+    ``emit_rows(batch)`` must do exactly what ``emit(from_rows(batch))`` does: the batch
+    holds Events and rows (:func:`_to_rows`' tuples, and one :data:`POINTS` row per
+    ``metrics()`` call), in report order.
+    """
+
+    def emit_rows(self, batch: Sequence[Event | Row]) -> None:
+        """Consume one batch of Events and rows, in report order."""
 
 
 class Transport(Protocol):
@@ -127,11 +144,12 @@ class Reporter:
         if max_batch is None:  # the transport's own preference (the hub's), else MAX_BATCH
             max_batch = getattr(transport, "max_batch", MAX_BATCH)
         self._labels = dict(labels or {})
-        # Events, and one row per metrics() call (:data:`_POINTS`): expanded into Events for
-        # a transport that wants them, sent as they are to the hub (``takes_rows``).
-        self._buffer: list[Event | _Row] = []
+        # Events, and one row per metrics() call (:data:`POINTS`): expanded into Events for
+        # a transport that wants them, sent as they are to one that takes rows
+        # (``takes_rows``: the hub, and a FanOut, whose row-reading sinks need no Events).
+        self._buffer: list[Event | Row] = []
         self._count = 0  # points in the buffer: max_batch counts points, not calls
-        self._ready: list[list[Event | _Row]] = []  # full batches for the background thread
+        self._ready: list[list[Event | Row]] = []  # full batches for the background thread
         self._rows_ok = bool(getattr(transport, "takes_rows", False))
         self._max_batch = max_batch
         self._max_age_s = max_age_s
@@ -152,7 +170,7 @@ class Reporter:
 
     def metric(self, name: str, value: float, step: int | None = None) -> None:
         """Report one metric point (sent within ``max_age_s``)."""
-        self._add((_POINTS, (name,), (float(value),), step, now_ms(), self._labels, None), 1)
+        self._add((POINTS, (name,), (float(value),), step, now_ms(), self._labels, None), 1)
 
     def metrics(self, values: Mapping[str, float], step: int | None = None) -> None:
         """Report several metric points sharing one timestamp and step.
@@ -162,7 +180,7 @@ class Reporter:
         transport's thread or on the driver.
         """
         if values:
-            row = (_POINTS, tuple(values), tuple(map(float, values.values())), step)
+            row = (POINTS, tuple(values), tuple(map(float, values.values())), step)
             self._add((*row, now_ms(), self._labels, None), len(values))
 
     def progress(self, name: str, **data: Any) -> None:
@@ -191,7 +209,7 @@ class Reporter:
                     self._buffer, self._count = [], 0
             for i, batch in enumerate(batches):
                 try:
-                    self._transport.send(batch if self._rows_ok else _from_rows(batch), wait)
+                    self._transport.send(batch if self._rows_ok else from_rows(batch), wait)
                 except BaseException:
                     with self._lock:  # keep the points for the next try, in their order
                         self._ready[:0] = batches[i:]
@@ -202,7 +220,7 @@ class Reporter:
             error, self._error = self._error, None
             raise error
 
-    def _add(self, entry: Event | _Row, points: int) -> None:
+    def _add(self, entry: Event | Row, points: int) -> None:
         if self._error is not None:
             self._raise_pending()
         now = time.monotonic()
@@ -261,8 +279,8 @@ def _metric_events(
     ts: int,
     labels: Mapping[str, str],
 ) -> list[Event]:
-    """``[Event("metric", name, value, step, ts, labels) ...]`` of one :data:`_POINTS` row,
-    built the cheap way (as :func:`_from_rows`, the fields straight into each instance
+    """``[Event("metric", name, value, step, ts, labels) ...]`` of one :data:`POINTS` row,
+    built the cheap way (as :func:`from_rows`, the fields straight into each instance
     dict)."""
     events = []
     new = object.__new__
@@ -339,18 +357,34 @@ _FLUSHER = _Flusher()
 
 
 class FanOut:
-    """Sends each batch to every sink; used directly on the driver and by the pump."""
+    """Sends each batch to every sink; used directly on the driver and by the pump.
+
+    It takes rows (``takes_rows``): a batch may hold Events and rows mixed, as a Reporter's
+    buffer and the hub's drain do. A sink with ``emit_rows`` (:class:`RowSink`: the metric
+    and health sinks) gets the batch as it is; the Events are built once per batch, and
+    only when a sink without ``emit_rows`` (a display, the live monitor) is there to take
+    them. Building an Event per point only for the spool writer to take it apart again was
+    most of the driver's CPU per point (issue 11).
+    """
+
+    takes_rows = True
 
     def __init__(self, sinks: Iterable[EventSink]) -> None:
         self.sinks = list(sinks)
 
-    def send(self, events: list[Event], wait: bool = False) -> None:
+    def send(self, events: Sequence[Event | Row], wait: bool = False) -> None:
         """Give the batch to every sink, in sink order (``wait`` is implied: sinks are called directly)."""
+        built: list[Event] | None = None
         for sink in self.sinks:
-            sink.emit(events)
+            if (emit_rows := getattr(sink, "emit_rows", None)) is not None:
+                emit_rows(events)
+                continue
+            if built is None:
+                built = from_rows(events)
+            sink.emit(built)
 
 
-def _to_rows(events: Sequence[Event | _Row]) -> list[_Row]:
+def _to_rows(events: Sequence[Event | Row]) -> list[Row]:
     """Events as plain tuples for a trip through Ray: its cloudpickle calls back into Python
     for every dataclass instance, and serialised a 256-event batch of them six times slower
     than the same fields as tuples, a cost the reporting worker paid (issue 11)."""
@@ -362,18 +396,18 @@ def _to_rows(events: Sequence[Event | _Row]) -> list[_Row]:
     ]
 
 
-def _from_rows(rows: Sequence[Event | _Row]) -> list[Event]:
+def from_rows(rows: Sequence[Event | Row]) -> list[Event]:
     """The Events of :func:`_to_rows` again, equal to the originals, at a third of the cost
     of ``Event(*row)``: a frozen dataclass's ``__init__`` sets each field through
     ``object.__setattr__``, which was most of what a training step paid to report
     (benchmarks/tracking_overhead.py). The fields go straight into the instance dict. A
-    :data:`_POINTS` row becomes one metric Event per name; an Event passes as it is."""
+    :data:`POINTS` row becomes one metric Event per name; an Event passes as it is."""
     events = []
     for row in rows:
         if type(row) is not tuple:
             events.append(row)
             continue
-        if row[0] == _POINTS:
+        if row[0] == POINTS:
             events += _metric_events(row[1], row[2], row[3], row[4], row[5])
             continue
         event = object.__new__(Event)
@@ -400,19 +434,20 @@ class EventHub:
     """
 
     def __init__(self) -> None:
-        self._pending: list[_Row] = []
+        self._pending: list[Row] = []
 
-    def push(self, events: Sequence[Event | _Row]) -> None:
+    def push(self, events: Sequence[Event | Row]) -> None:
         """Queue a worker's batch, Events or rows (called with ``.remote``)."""
         self._pending.extend(_to_rows(events))
 
-    def drain(self) -> list[_Row]:
+    def drain(self) -> list[Row]:
         """Everything queued since the last drain, in arrival order, as rows.
 
         The reply crosses Ray to the driver: 1,000 Events built here cost this actor 4.7 ms
         to pickle and the driver 7.2 ms to unpickle (one Python call per dataclass
         instance), their rows 0.2 ms each way, on the cores the training workers use
-        (issue 11). :class:`EventPump` turns them into Events on the driver.
+        (issue 11). :class:`EventPump` hands the rows to the driver's :class:`FanOut`, which
+        builds Events only for the sinks that do not read rows.
         """
         out, self._pending = self._pending, []
         return out
@@ -431,7 +466,7 @@ class HubTransport:
     def __init__(self, hub: Any) -> None:
         self._hub = hub
 
-    def send(self, events: list[Event | _Row], wait: bool = False) -> None:
+    def send(self, events: list[Event | Row], wait: bool = False) -> None:
         """Push the batch (Events or rows) to the hub without waiting, unless ``wait``."""
         ref = self._hub.push.remote(_to_rows(events))
         if wait:
@@ -447,7 +482,7 @@ class Discard:
 
     takes_rows = True
 
-    def send(self, events: list[Event | _Row], wait: bool = False) -> None:
+    def send(self, events: list[Event | Row], wait: bool = False) -> None:
         """Drop ``events``."""
 
 
@@ -467,6 +502,9 @@ def start_hub() -> Any:
 
 class EventPump:
     """Drains the hub on the driver and hands each batch to the fan-out, never dropping one.
+
+    The batch goes on as the hub's rows when the fan-out takes rows (``takes_rows``, as
+    :class:`FanOut` does), else as Events.
 
     One drain call is in flight at a time and is collected only once it is ready: on a
     loaded machine the hub's process can take longer to start or answer than any fixed
@@ -495,8 +533,10 @@ class EventPump:
         if not ready:
             return False  # still in flight: collected by a later poll, never given up on
         rows, self._ref = ray.get(self._ref), None
-        if rows:
-            self._fanout.send(_from_rows(rows))
+        if rows:  # a FanOut builds Events only for the sinks that want them
+            self._fanout.send(
+                rows if getattr(self._fanout, "takes_rows", False) else from_rows(rows)
+            )
         return True
 
     def finish(self, timeout_s: float = 60.0) -> None:

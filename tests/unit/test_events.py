@@ -184,7 +184,7 @@ def test_hub_drains_pushes_in_order_then_is_empty() -> None:
     first = hub.drain()
     second = hub.drain()
 
-    assert reporting._from_rows(first) == [e1, e2, e3]
+    assert reporting.from_rows(first) == [e1, e2, e3]
     assert second == []
 
 
@@ -208,7 +208,7 @@ def test_the_hub_drains_rows_the_driver_unpickles_cheaply() -> None:
     assert all(type(row) is tuple for row in rows)
     assert all(type(x) in (str, int, float, tuple, dict, type(None)) for r in rows for x in r)
     again = ray.cloudpickle.loads(ray.cloudpickle.dumps(rows))
-    events = reporting._from_rows(again)
+    events = reporting.from_rows(again)
     assert len(events) == 1000
     assert events[-1] == Event("metric", "m9", 0.9, 99, events[-1].timestamp_ms, {"rank": "0"})
 
@@ -232,7 +232,7 @@ def test_hub_transport_pushes_batches_to_the_hub_without_waiting() -> None:
     deadline = time.monotonic() + 2.0
     got: list[Event] = []
     while len(got) < 2 and time.monotonic() < deadline:
-        got += reporting._from_rows(hub.drain())
+        got += reporting.from_rows(hub.drain())
         time.sleep(0.01)
 
     assert [e.name for e in got] == ["a", "b"]
@@ -247,7 +247,7 @@ def test_a_worker_reporter_pushes_hub_sized_batches_and_a_driver_one_smaller() -
 
     class _Counting(HubTransport):
         def send(self, events: list, wait: bool = False) -> None:
-            pushed.append(len(reporting._from_rows(events)))  # points, whatever their rows
+            pushed.append(len(reporting.from_rows(events)))  # points, whatever their rows
             super().send(events, wait)
 
     reporter = Reporter(_Counting(_FakeHubHandle(hub)), max_age_s=60)
@@ -380,10 +380,10 @@ def test_batches_cross_the_hub_as_rows_and_come_back_equal() -> None:
 
     assert all(type(row) is tuple for batch in pushed for row in batch)
     rows = ray.cloudpickle.loads(ray.cloudpickle.dumps(pushed[0]))
-    assert reporting._from_rows(rows) == sent
-    assert reporting._from_rows(hub.drain()) == sent
+    assert reporting.from_rows(rows) == sent
+    assert reporting.from_rows(hub.drain()) == sent
     hub.push(sent)
-    assert reporting._from_rows(hub.drain()) == sent
+    assert reporting.from_rows(hub.drain()) == sent
 
 
 def test_a_poll_hands_on_what_the_hub_held_at_that_poll_not_at_the_one_before(
@@ -430,7 +430,7 @@ def test_a_metrics_call_crosses_the_hub_as_one_row_and_comes_back_as_its_events(
     (batch,) = pushed
     assert len(batch) == 2
     assert all(type(row) is tuple for row in batch)
-    got = reporting._from_rows(hub.drain())
+    got = reporting.from_rows(hub.drain())
     ts = [e.timestamp_ms for e in got]
     want = [
         Event("metric", n, float(v), s, t, {"rank": "1"})
@@ -454,3 +454,46 @@ def test_max_batch_counts_points_not_calls(clock: _Clock) -> None:
 
     assert [len(b) for b in sink.batches] == [20]
     assert all(type(e) is Event for e in sink.batches[0])
+
+
+def test_fanout_hands_rows_as_they_are_and_builds_events_once_for_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 11: a sink that reads rows (``emit_rows``) gets the batch as it came; the
+    Events are built once, for the sinks that take only Events, in the one sink order."""
+    order: list[str] = []
+
+    class Rows:
+        def __init__(self) -> None:
+            self.batches: list = []
+
+        def emit(self, events: Sequence[Event]) -> None:
+            raise AssertionError("a row sink gets rows")
+
+        def emit_rows(self, batch: Sequence) -> None:
+            self.batches.append(batch)
+            order.append("rows")
+
+    first, second = _Recorder(order, "first"), _Recorder(order, "second")
+    rows = Rows()
+    built: list[int] = []
+    real = reporting.from_rows
+    monkeypatch.setattr(reporting, "from_rows", lambda b: (built.append(len(b)), real(b))[1])
+    lifecycle = Event("lifecycle", "epoch_end", None, None, 5, {}, {"epoch": 1})
+    batch = [
+        (reporting.POINTS, ("loss", "acc"), (0.5, 0.25), 3, 4, {"rank": "0"}, None),
+        lifecycle,
+    ]
+
+    FanOut([first, rows, second]).send(batch)
+    FanOut([rows]).send(batch)
+
+    assert order == ["first", "rows", "second", "rows"]
+    assert rows.batches == [batch, batch]
+    assert built == [2]  # once, for both Event sinks of the first fan-out; never for rows alone
+    want = [
+        Event("metric", "loss", 0.5, 3, 4, {"rank": "0"}),
+        Event("metric", "acc", 0.25, 3, 4, {"rank": "0"}),
+        lifecycle,
+    ]
+    assert first.batches == [want] == second.batches

@@ -42,6 +42,10 @@ class NullObserver:
     def emit(self, events: Sequence[Event]) -> None:
         """Ignore events."""
 
+    def emit_rows(self, batch: Sequence[Any]) -> None:
+        """Ignore a batch as it comes (a :class:`~engage.events.RowSink`: no Event is
+        built only to be ignored)."""
+
 
 @dataclass
 class JobSinks:

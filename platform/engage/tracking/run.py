@@ -132,6 +132,22 @@ class PipelineRun:
             steps = [0 if s is None else s for s in steps]  # MLflow wants an int: 0 for none
         self.spool.append_metrics(self.local_id, keys, values, steps, stamps)
 
+    def log_metric_columns(
+        self,
+        keys: Sequence[str],
+        values: Sequence[float],
+        steps: Sequence[int | None],
+        stamps: Sequence[int],
+    ) -> None:
+        """Spool metric points given as columns (step 0 for none): what
+        :meth:`log_metric_events` spools for the same points, without an Event per point
+        (the driver's :class:`~engage.tracking.sinks.MetricSink` reading the hub's rows)."""
+        if not keys:
+            return
+        if None in steps:
+            steps = [0 if s is None else s for s in steps]  # MLflow wants an int: 0 for none
+        self.spool.append_metrics(self.local_id, keys, values, steps, stamps)
+
     def log_text(self, text: str, artifact_file: str) -> None:
         """Spool a text artifact of the run."""
         self.spool.append_op(self.local_id, "text", {"text": text, "artifact_file": artifact_file})
