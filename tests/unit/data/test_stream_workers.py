@@ -12,26 +12,20 @@ path gives that worker, epoch after epoch.
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from ray.data import DataContext
 
-from engage.data import prepare
-from engage.data import streaming as streaming_module
 from engage.data.batch_order import epoch_order, shuffled_batches
 from engage.data.preprocess import build_operators, fit_preprocess
-from engage.data.preprocess import fitted as fitted_module
 from engage.data.streaming import AUGMENT_CONFIG, SPAN_CONFIG, rank_span
 from engage.events import Event, Reporter
 from engage.monitor.resources import ResourceSampler
 from engage.spec.models import ModelSpec, PreprocessStep, TrainSpec
 from engage.train.builders import ModelShape
 from engage.train.loop import TrainJob, attach_shard, epoch_batches, make_worker, train_epoch
-from tests.unit.data._builders import file_spec
-from tests.unit.data.test_streaming_preprocess import STEPS, _shards
 
 
 class _Drop:
@@ -141,18 +135,6 @@ def test_shuffled_batches_from_a_span_are_the_workers_slice_of_the_order(n, buff
         for (gx, gy), (wx, wy) in zip(got, want, strict=True):
             assert torch.equal(gx, wx)
             assert torch.equal(gy, wy)
-
-
-@pytest.fixture
-def both(tmp_path: Path, monkeypatch) -> tuple:
-    """The in-memory and streamed data stages of one spec with row and window operators
-    (jitter and scale among them); chunks of 20 windows, reader blocks of 7."""
-    monkeypatch.setattr(fitted_module, "CHUNK", 20)
-    monkeypatch.setattr(streaming_module, "BLOCK_WINDOWS", 7)
-    _shards(tmp_path / "s")
-    memory = prepare(file_spec("s", "parquet", streaming=False, preprocess=STEPS), tmp_path)
-    streamed = prepare(file_spec("s", "parquet", streaming=True, preprocess=STEPS), tmp_path)
-    return memory, streamed
 
 
 def _worker(memory, streamed, buffer: int, rank: int, world: int):

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from engage.data import prepare
-from engage.data import streaming as streaming_module
 from engage.data.batch_order import epoch_order, shuffled_batches
 from engage.data.preprocess import (
     build_operators,
@@ -52,21 +51,6 @@ def _shards(folder: Path) -> None:
             part.iloc[:40].to_parquet(folder / "part-00a.parquet", index=False)
             part = part.iloc[40:]
         part.to_parquet(folder / f"part-{i:02d}.parquet", index=False)
-
-
-@pytest.fixture
-def both(tmp_path: Path, monkeypatch) -> tuple:
-    """The in-memory and streamed data stages of one spec with row and window operators.
-
-    Chunks of 20 windows and reader blocks of 7 make augmentation chunks straddle both
-    reader blocks and units, as large splits do.
-    """
-    monkeypatch.setattr(fitted_module, "CHUNK", 20)
-    monkeypatch.setattr(streaming_module, "BLOCK_WINDOWS", 7)
-    _shards(tmp_path / "s")
-    memory = prepare(file_spec("s", "parquet", streaming=False, preprocess=STEPS), tmp_path)
-    streamed = prepare(file_spec("s", "parquet", streaming=True, preprocess=STEPS), tmp_path)
-    return memory, streamed
 
 
 def _stream_blocks(stream) -> list[dict[str, torch.Tensor]]:

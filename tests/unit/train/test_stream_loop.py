@@ -9,50 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from engage.events import Event, Reporter
-from engage.monitor.resources import ResourceSampler
 from engage.spec.models import ModelSpec, TrainSpec
 from engage.train.builders import ModelShape
-from engage.train.loop import TrainJob, make_worker, train_epoch
+from engage.train.loop import TrainJob, make_worker
 from engage.train.models import TargetScaled
+from tests.unit.data.test_stream_workers import _losses  # the fake shard, and both paths
 
 
 class _Drop:
     def send(self, events: list[Event], wait: bool = False) -> None:
         del events, wait
-
-
-class _FakeShard:
-    """What ``ray.train.get_dataset_shard`` returns, over arrays, in blocks of 5 windows."""
-
-    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
-        self.x, self.y = torch.from_numpy(x), torch.from_numpy(y)
-
-    def iter_torch_batches(self, batch_size: int, prefetch_batches: int):
-        del batch_size, prefetch_batches
-        for lo in range(0, len(self.y), 5):
-            yield {"x": self.x[lo : lo + 5], "y": self.y[lo : lo + 5]}
-
-
-def _losses(streamed: bool, buffer: int) -> tuple[float, ...]:
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(96, 4, 2)).astype(np.float32)
-    y = (x[:, -1, 0] > 0).astype(np.int64)
-    train = TrainSpec(seed=5, epochs=2, batch_size=16, num_workers=1)
-    job = TrainJob(
-        train, ModelSpec(name="mlp"), "classification", ModelShape(4, 2, 2), None, None, "",
-        shuffle_buffer=buffer, streamed=64 if streamed else None,
-    )  # fmt: skip
-    data = {"val_x": x[64:], "val_y": y[64:]}
-    if not streamed:
-        data |= {"train_x": x[:64], "train_y": y[:64]}
-    w = make_worker(job, data, Reporter(_Drop()))
-    if streamed:
-        w.shard = _FakeShard(x[:64], y[:64])
-    resources = ResourceSampler("cpu", every_s=3600.0)
-    return tuple(train_epoch(w, epoch, resources)["train_loss"] for epoch in (1, 2))
 
 
 @pytest.mark.parametrize("buffer", [65_536, 24])
