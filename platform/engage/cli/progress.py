@@ -16,7 +16,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from engage.events import Event
+from engage.events import POINTS, Event, Row, from_rows
 from engage.train.metrics import PRIMARY_VAL_METRIC
 
 _STAGE_TEXT = {
@@ -29,6 +29,9 @@ _STAGE_TEXT = {
     "export": "exporting ONNX and TorchScript copies, checked against torch",
     "deploy": "serving the registered version",
 }
+
+#: The row kinds :meth:`RunDisplay.emit` ignores: a metrics() call's points and a metric.
+_IGNORED = (POINTS, "metric")
 
 
 class RunDisplay:
@@ -92,6 +95,14 @@ class RunDisplay:
                 self.console.print(
                     f"[{style}]{event.name}:[/] {event.data['message']}", markup=True
                 )
+
+    def emit_rows(self, batch: Sequence[Event | Row]) -> None:
+        """:meth:`emit` of ``batch``'s Events, read from its rows (Events and rows mixed, as
+        the hub's drain holds them): metric points are skipped, as :meth:`emit` ignores
+        them, so only the progress and lifecycle rows become Events (issue 11)."""
+        wanted = [e for e in batch if type(e) is not tuple or e[0] not in _IGNORED]
+        if wanted:
+            self.emit(from_rows(wanted))
 
     def _alert(self, d: dict[str, Any]) -> None:
         firing = d.get("state") == "firing"

@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from engage.events import Event
+from engage.events import POINTS, Event, Row, from_rows
 
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 STALL_WINDOW_S = 60.0  # the data stall and comm blocked ratios cover this much training time
@@ -180,6 +180,7 @@ class JobMetrics:
         self._comm_seen = False  # the blocked ratio is exported only for jobs that time all-reduce
         self._cpu_seen: dict[str, float] = {}
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        self._worker_labels: dict[str, dict[str, str]] = {}  # the handlers' labels, per rank
         self._starts = 0
         self._last_step_at = 0.0
 
@@ -196,13 +197,41 @@ class JobMetrics:
                     self._lifecycle(event)
             self._update_stall_ratio(time.time())
 
+    def observe_rows(self, batch: Sequence[Event | Row]) -> None:
+        """:meth:`observe` of ``batch``'s Events, read from its rows (Events and rows mixed,
+        as the hub's drain holds them): a ``metrics()`` row's points are looked up by name,
+        and only the names a family is fed from are handled; no Event is built for a point
+        (issue 11)."""
+        with self._lock:
+            for entry in batch:
+                if type(entry) is not tuple:
+                    if entry.kind == "metric" and entry.value is not None:
+                        self._metric(entry)
+                    elif entry.kind == "lifecycle":
+                        self._lifecycle(entry)
+                    continue
+                kind, name, value, _, ts, labels, _ = entry
+                if kind == POINTS:
+                    if _EXPORTED.isdisjoint(name) and not any(map(_is_eval, name)):
+                        continue  # nearly every row: no name the monitor exports
+                    rank = labels.get("rank")
+                    for n, v in zip(name, value, strict=True):
+                        self._point(n, v, rank, ts)
+                elif kind == "metric" and value is not None:
+                    self._point(name, value, labels.get("rank"), ts)
+                elif kind == "lifecycle":
+                    self._lifecycle(from_rows([entry])[0])
+            self._update_stall_ratio(time.time())
+
     def _metric(self, e: Event) -> None:
-        rank = e.labels.get("rank")
-        name, value = e.name, e.value
+        self._point(e.name, e.value, e.labels.get("rank"), e.timestamp_ms)
+
+    def _point(self, name: str, value: float, rank: str | None, timestamp_ms: int) -> None:
+        """Feed one metric point (of worker ``rank``, if any) to its family."""
         if rank is not None and name in _WORKER_HANDLERS:
-            _WORKER_HANDLERS[name](
-                self, {**self.labels, "rank": rank}, value, e.timestamp_ms / 1000
-            )
+            if (labels := self._worker_labels.get(rank)) is None:  # built once per worker
+                labels = self._worker_labels[rank] = {**self.labels, "rank": rank}
+            _WORKER_HANDLERS[name](self, labels, value, timestamp_ms / 1000)
         elif name in ("train_loss", "val_loss", "test_loss"):
             self.loss.labels(**self.labels, split=name.removesuffix("_loss")).set(value)
         elif name.startswith(("val_", "test_")):
@@ -339,4 +368,15 @@ _WORKER_HANDLERS = {
     "allreduce_buckets": _add("allreduce_buckets"),
     "allreduce_overlap": _set("allreduce_overlap"),
 }
+#: The metric names a family is fed from, besides the ``val_``/``test_`` ones (:func:`_is_eval`).
+_EXPORTED = frozenset(
+    {*_WORKER_HANDLERS, "train_loss", "val_loss", "test_loss", "samples_per_second", "epoch"}
+)
+
+
+def _is_eval(name: str) -> bool:
+    """Whether ``name`` is an evaluation metric, exported as ``engage_eval_metric``."""
+    return name.startswith(("val_", "test_"))
+
+
 _STAGES = ("data", "ray", "train", "evaluate", "register", "tracking")

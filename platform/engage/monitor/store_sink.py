@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from engage.events import Event
+from engage.events import POINTS, Event, Row, from_rows
 from engage.monitor._schema import NewEvent
 from engage.monitor.store import EventStore
 
@@ -61,9 +61,36 @@ class StoreSink:
         and stages; of the workers' ``train_start`` only rank 0's is kept. Store errors are
         counted and the first is passed to ``warn``, never raised.
         """
+        lifecycle = [e for e in events if e.kind == "lifecycle"]
+        self._store(lifecycle, _epoch_of(events))
+
+    def emit_rows(self, batch: Sequence[Event | Row]) -> None:
+        """:meth:`emit` of ``batch``'s Events, read from its rows (Events and rows mixed, as
+        the hub's drain holds them): only lifecycle rows become Events; of the metric
+        points only the batch's last ``epoch`` value is read (issue 11)."""
+        lifecycle: list[Event | Row] = []
+        epoch: float | None = None
+        for entry in batch:
+            if type(entry) is not tuple:
+                if entry.kind == "lifecycle":
+                    lifecycle.append(entry)
+                elif entry.kind == "metric" and entry.name == "epoch":
+                    epoch = entry.value if entry.value is not None else epoch
+            elif entry[0] == POINTS:
+                names = entry[1]
+                if "epoch" in names:  # the row's last "epoch" point, as emit() reads it
+                    epoch = entry[2][len(names) - 1 - names[::-1].index("epoch")]
+            elif entry[0] == "lifecycle":
+                lifecycle.append(entry)
+            elif entry[0] == "metric" and entry[1] == "epoch" and entry[2] is not None:
+                epoch = entry[2]
+        self._store(from_rows(lifecycle), epoch)
+
+    def _store(self, lifecycle: list[Event], epoch_value: float | None) -> None:
+        """Write the fresh ``lifecycle`` events and the job's stage and epoch (if new)."""
         now = time.time()
-        rows = [self._row(e) for e in events if e.kind == "lifecycle" and self._fresh(e, now)]
-        epoch = self._last_epoch(events)
+        rows = [self._row(e) for e in lifecycle if self._fresh(e, now)]
+        epoch = self._new_epoch(epoch_value)
         stage = next((r.data["stage"] for r in reversed(rows) if r.name == "stage"), None)
         if rows or stage is not None or epoch is not None:
             self._safely(lambda: self._write(rows, stage, epoch))
@@ -107,15 +134,16 @@ class StoreSink:
         self._recent[key] = now
         return True
 
-    def _last_epoch(self, events: Sequence[Event]) -> int | None:
-        for e in reversed(events):
-            if e.kind == "metric" and e.name == "epoch" and e.value is not None:
-                epoch = int(e.value)
-                if epoch != self._epoch:
-                    self._epoch = epoch
-                    return epoch
-                return None
-        return None
+    def _new_epoch(self, value: float | None) -> int | None:
+        """The epoch of the batch's last ``epoch`` point ``value``, None when it has none or
+        it is the epoch noted last."""
+        if value is None:
+            return None
+        epoch = int(value)
+        if epoch == self._epoch:
+            return None
+        self._epoch = epoch
+        return epoch
 
     def _safely(self, write: Callable[[], None]) -> None:
         try:
@@ -124,6 +152,14 @@ class StoreSink:
             self.errors += 1
             if self.errors == 1:
                 self._warn(f"event store unavailable, events of this job are not kept: {exc}")
+
+
+def _epoch_of(events: Sequence[Event]) -> float | None:
+    """The value of the last ``epoch`` metric among ``events`` that has one."""
+    for e in reversed(events):
+        if e.kind == "metric" and e.name == "epoch" and e.value is not None:
+            return e.value
+    return None
 
 
 def _message(e: Event) -> str:
