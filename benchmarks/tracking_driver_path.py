@@ -41,6 +41,7 @@ import argparse
 import io
 import os
 import pickle
+import re
 import statistics
 import subprocess
 import sys
@@ -269,6 +270,11 @@ def report(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _markdown(text: str) -> str:
+    """The docstring's reST roles and double backticks as Markdown code spans."""
+    return re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text).replace("``", "`")
+
+
 def main() -> None:
     """Run the arms and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -290,7 +296,7 @@ def main() -> None:
         "tracking-driver",
         "## The driver's CPU per reported point (issue 11)\n\n"
         f"Machine: {machine()}. Commit {git_commit()}. Command: `{command}`.\n\n"
-        + (__doc__ or "").split("\n\n    python")[0].split("\n", 1)[1].strip()
+        + _markdown((__doc__ or "").split("\n\n    python")[0].split("\n", 1)[1].strip())
         + "\n\n"
         + table,
     )
