@@ -370,7 +370,15 @@ def render(
         f"### (a) `pipelines/preprocess_heavy.yaml`, storage at full speed: **{rep_a.verdict}**",
         "",
         f"Stages alone, per step of {ta.batch} windows: storage {ta.storage * 1e3:.1f} ms, "
-        f"preprocessing (1 core) {ta.preprocess * 1e3:.1f} ms, compute {ta.compute * 1e3:.1f} ms "
+        f"preprocessing (1 core) {ta.preprocess * 1e3:.1f} ms"
+        + (
+            f" ({ta.preprocess_large * 1e3:.1f} ms at {2 * ta.batch})"
+            if ta.preprocess_large is not None
+            else ""
+        )
+        + f", compute {ta.compute * 1e3:.1f} ms ({ta.compute_large * 1e3:.1f} ms at "
+        f"{2 * ta.batch}), a batch's transfer from a loader worker process "
+        f"{ta.transfer * 1e3:.1f} ms "
         f"(predicted stall ratio {ta.stall_ratio:.0%}); CPU capacity other processes left when "
         f"profiled: {ta.free_cpus:.1f} of {cores} cores.",
         "",
@@ -402,7 +410,8 @@ def render(
         "",
         f"Stages alone, per step of {tb.batch} windows: storage {tb.storage * 1e3:.1f} ms (of which "
         f"the bandwidth imposes {tb.read * 1e3:.1f} ms), cache {tb.cache * 1e3:.2f} ms, compute "
-        f"{tb.compute * 1e3:.1f} ms; default loader measured {base_b.samples_per_s:.0f} samples/s, "
+        f"{tb.compute * 1e3:.2f} ms, a batch's transfer from a loader worker process "
+        f"{tb.transfer * 1e3:.2f} ms; default loader measured {base_b.samples_per_s:.0f} samples/s, "
         f"stall ratio {base_b.stall_ratio:.0%}.",
         "",
         *_whatif_table(rows_b),

@@ -2,8 +2,10 @@
 
 The compute bound is the training step on batches already in memory; the loader is timed
 alone from storage (cold, throttled to a bandwidth) and from the cache; preprocessing is
-timed on one CPU core and, where there is one, on the GPU. Torch uses as many threads as
-a training worker has CPUs, as it would in the job.
+timed on one CPU core (at the batch and at twice it) and, where there is one, on the GPU;
+a cheap probe times what a loader worker process adds to hand a model-ready batch across
+(its transfer). Torch uses as many threads as a training worker has CPUs, as it would in
+the job.
 """
 
 from __future__ import annotations
@@ -53,7 +55,9 @@ def free_cpus() -> float:
     return min(float(usable_cores()), max(1.0, usable_cores() - load))
 
 
-def time_per_call(fn: Any, steps: int, warmup: int = 1, rounds: int = 3) -> float:
+def time_per_call(
+    fn: Any, steps: int, warmup: int = 1, rounds: int = 3, min_round_s: float = 0.05
+) -> float:
     """Seconds per call of ``fn``: the steps are split into ``rounds`` back-to-back rounds,
     and the fastest round's mean is returned.
 
@@ -61,6 +65,12 @@ def time_per_call(fn: Any, steps: int, warmup: int = 1, rounds: int = 3) -> floa
     ``timeit`` advises, because a slower round measures the machine's other processes
     (a descheduled step on a busy host), not the stage: one such stall among 20 steps of a
     0.3 ms model made it look slower than 2 ms of preprocessing.
+
+    Each round lasts at least ``min_round_s`` (more calls than ``steps / rounds`` for a
+    cheap ``fn``: calls go on until the round has run that long): a round of a few
+    milliseconds is shorter than a scheduler slice, and the fastest of three such rounds
+    measured a lucky burst (0.52-0.58 ms for a step the pipeline ran at 0.9-1.1 ms, on a
+    loaded 2-core host) instead of the throughput the pipeline gets.
     """
     for _ in range(warmup):
         fn()
@@ -68,10 +78,11 @@ def time_per_call(fn: Any, steps: int, warmup: int = 1, rounds: int = 3) -> floa
     per_round = -(-steps // rounds)
     best = float("inf")
     for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(per_round):
+        calls, start = 0, time.perf_counter()
+        while calls < per_round or time.perf_counter() - start < min_round_s:
             fn()
-        best = min(best, (time.perf_counter() - start) / per_round)
+            calls += 1
+        best = min(best, (time.perf_counter() - start) / calls)
     return best
 
 
@@ -104,6 +115,49 @@ def time_preprocess(fitted: Any, x: np.ndarray, batch: int, steps: int, device: 
             torch.cuda.synchronize()
 
     return time_per_call(once, steps)
+
+
+class _Copies(torch.utils.data.Dataset):
+    """Item ``i`` is a fresh copy of one model-ready batch (what a loader worker returns)."""
+
+    def __init__(self, sample: np.ndarray, n: int) -> None:
+        self.sample, self.n = sample, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.from_numpy(self.sample.copy())
+
+
+def _per_batch(sample: np.ndarray, steps: int, workers: int, warmup: int = 2) -> float:
+    """Seconds per batch a DataLoader with ``workers`` processes serves copies of ``sample``."""
+    kwargs = {"prefetch_factor": 2, "persistent_workers": True} if workers else {}
+    loader = torch.utils.data.DataLoader(
+        _Copies(sample, warmup + steps), batch_size=None, num_workers=workers, **kwargs
+    )
+    it = iter(loader)
+    for _ in range(warmup):  # the worker's start-up is not per batch
+        next(it)
+    start = time.perf_counter()
+    for _ in range(steps):
+        next(it)
+    elapsed = time.perf_counter() - start
+    del it
+    return elapsed / steps
+
+
+def time_transfer(sample: np.ndarray, steps: int) -> float:
+    """Seconds a loader worker process adds per batch to hand ``sample``-sized batches to
+    this process: one worker's per-batch rate serving copies of ``sample`` (the copy into
+    shared memory, the queue, the receiving side) minus the same copies served inline.
+
+    The fastest of two tries each way (as :func:`time_per_call`), at least 0.
+    """
+    steps = max(2, steps)
+    inline = min(_per_batch(sample, steps, 0) for _ in range(2))
+    worker = min(_per_batch(sample, steps, 1) for _ in range(2))
+    return max(0.0, worker - inline)
 
 
 def measure(
@@ -144,6 +198,11 @@ def measure(
         storage = run_pipeline(store, LoaderConfig("storage", 0, "none", b, bandwidth), steps=steps)
         cache = run_pipeline(store, LoaderConfig("cache", 0, "none", b), steps=steps)
         prep = time_preprocess(fitted, data.train.x, b, steps, "cpu")
+        prep_large = (
+            time_preprocess(fitted, data.train.x, 2 * b, steps, "cpu")
+            if fitted is not None and len(data.train.x) >= 2 * b
+            else None
+        )
         gpu = (
             time_preprocess(fitted, data.train.x, b, steps, "cuda")
             if torch.cuda.is_available()
@@ -151,6 +210,8 @@ def measure(
         )
         compute = time_compute(spec, inputs, data.train.y, outputs, b, steps)
         large = time_compute(spec, inputs, data.train.y, outputs, 2 * b, steps)
+        reps = -(-b // len(inputs))
+        transfer = time_transfer(np.ascontiguousarray(np.concatenate([inputs] * reps)[:b]), steps)
     read = store.shard_bytes(b) / bandwidth if bandwidth else 0.0
     return StageTimes(
         batch=b,
@@ -164,4 +225,6 @@ def measure(
         cores=max(1, usable_cores() - cpus),
         bandwidth=bandwidth,
         free_cpus=free,
+        transfer=transfer,
+        preprocess_large=prep_large,
     )

@@ -46,6 +46,13 @@ class StageTimes:
     free_cpus : float or None
         CPU capacity other processes leave to the job (cores minus their load); ``None``
         when unknown (then the workers and the training step are taken to have theirs).
+    transfer : float
+        What a loader worker process adds per batch to hand a model-ready batch to the
+        training process (copy into shared memory, the queue, the receiving side), timed
+        as a worker's per-batch rate minus the same batch served inline; 0 when unmeasured.
+    preprocess_large : float or None
+        Preprocessing of ``2 * batch`` windows on one CPU core; ``None`` when unmeasured
+        (then taken as twice ``preprocess``).
     """
 
     batch: int
@@ -59,6 +66,8 @@ class StageTimes:
     cores: int
     bandwidth: float | None = None
     free_cpus: float | None = None
+    transfer: float = 0.0
+    preprocess_large: float | None = None
 
     @property
     def step(self) -> float:
@@ -120,12 +129,16 @@ def remedies(t: StageTimes, preprocess: bool = True) -> list[Remedy]:
     # Overlap needs spare CPU: the loader's CPU work (reads' waits excluded) and the step
     # share whatever capacity the machine's other processes leave.
     free = t.free_cpus if t.free_cpus is not None else workers + 1.0
-    cpu_work = t.storage - t.read + t.preprocess + t.compute
-    loader = (t.storage + t.preprocess) / workers
+    # A worker is another process: each batch also crosses to the training process
+    # (t.transfer), CPU work on the worker's side of the pipeline and on the shared cores.
+    cpu_work = t.storage - t.read + t.preprocess + t.transfer + t.compute
+    loader = (t.storage + t.preprocess + t.transfer) / workers
     overlapped = max(t.compute, t.read, loader, cpu_work / max(free, 1.0))
     faster = t.storage - t.read * (1.0 - 1.0 / FASTER_STORAGE)
-    per_sample = (t.storage + t.preprocess) / t.batch
-    larger = per_sample + t.compute_large / (2 * t.batch)
+    # The larger batch's preprocessing as measured at that size (not linear in windows:
+    # a batch of features twice as large no longer fits the same caches).
+    prep_large = t.preprocess_large if t.preprocess_large is not None else 2 * t.preprocess
+    larger = (2 * t.storage + prep_large + t.compute_large) / (2 * t.batch)
     out = [
         Remedy(
             f"{workers} CPU loader worker(s)",

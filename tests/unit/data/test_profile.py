@@ -148,3 +148,48 @@ def test_one_descheduled_step_does_not_make_a_stage_slow() -> None:
     seconds = time_per_call(step, steps=20)
 
     assert 0.001 <= seconds < 0.004  # the mean of 20 with the stall is over 6 ms
+
+
+def test_a_loader_worker_pays_the_batch_transfer_on_its_side_and_the_cores() -> None:
+    got = {r.name: r.speedup for r in remedies(_times(transfer=0.6))}
+    busy = {r.name: r.speedup for r in remedies(_times(transfer=0.6, free_cpus=1.0))}
+
+    # Worker side (storage 1 + preprocessing 2 + transfer 0.6) / 3 workers = 1.2 > compute 1.
+    assert got["3 CPU loader worker(s)"] == pytest.approx(4.0 / 1.2)
+    # On one free core: storage's CPU 0.2 + preprocessing 2 + transfer 0.6 + compute 1.
+    assert busy["3 CPU loader worker(s)"] == pytest.approx(4.0 / 3.8)
+
+
+def test_double_the_batch_uses_the_preprocessing_measured_at_that_batch() -> None:
+    got = {r.name: r.speedup for r in remedies(_times(preprocess_large=5.0))}
+
+    # Per window: (2 x storage 1 + preprocessing at 200 windows 5 + compute 1.5) / 200.
+    assert got["double the batch"] == pytest.approx(0.04 / (8.5 / 200))
+
+
+def test_the_transfer_probe_times_what_a_worker_process_adds() -> None:
+    import numpy as np
+
+    from engage.profiler.measure import time_transfer
+
+    # 8 MB a batch: crossing to another process copies it into shared memory and back.
+    seconds = time_transfer(np.ones((256, 128, 64), dtype=np.float32), steps=5)
+
+    assert 0.0 < seconds < 1.0
+
+
+def test_a_cheap_stage_is_timed_over_rounds_longer_than_a_scheduler_slice() -> None:
+    from engage.profiler.measure import time_per_call
+
+    calls = []
+
+    def step() -> None:
+        calls.append(time.perf_counter())
+        time.sleep(0.001)
+
+    seconds = time_per_call(step, steps=3, warmup=1, min_round_s=0.05)
+
+    # 3 steps asked for (1 a round), but each of the 3 rounds runs >= 50 ms of ~1 ms calls.
+    assert len(calls) > 1 + 3 * 2
+    assert calls[-1] - calls[1] >= 3 * 0.05 - 0.02  # the last call's own time not counted
+    assert 0.001 <= seconds < 0.025  # a mean over the round, not its 50 ms
