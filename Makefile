@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml constraints.txt
 quickstart: $(STAMP)
 	$(BIN)/engage quickstart
 
-## Install what the tests need and run the whole suite (unit, integration, e2e) in two
+## Install what the tests need and run the whole suite (unit, integration, e2e) in three
 ## lanes side by side (tests/lanes.py says why); each lane prints its 30 slowest tests.
 test: $(STAMP) system-deps lint
 	$(BIN)/python tests/lanes.py

@@ -29,8 +29,8 @@ _STARTS_BACKGROUND = pytest.StashKey[list]()  # modules whose set-up this test s
 def pytest_configure(config: pytest.Config) -> None:
     """One torch thread for the torch work the tests do in the pytest process itself.
 
-    ``make test`` runs two lanes side by side and each keeps a core busy: torch's default of
-    one intra-op thread per core made every in-process op wait for a thread the other lane
+    ``make test`` runs lanes side by side and they keep the cores busy: torch's default of
+    one intra-op thread per core made every in-process op wait for a thread another lane
     had descheduled (tests/unit/train beside a busy core: 16.8 s, with one thread 11.9 s).
     Subprocesses (``engage`` as a user runs it, notebooks' kernels, Ray's workers) keep
     their own defaults.

@@ -15,9 +15,9 @@ records what each of them looks at:
 
 It runs beside other CPU-bound work (a new user's machine is rarely idle) and records how
 much CPU that work got meanwhile, so the quickstart test can say it completed under load.
-Under ``make test`` that work is the other lane (tests/lanes.py names its process in
+Under ``make test`` that work is the unit lane (tests/lanes.py names its process in
 ``ENGAGE_TESTS_OTHER_LANE``; its unit tests keep a core busy): a busy process of our own on
-top of it would add no evidence and slow both lanes. Run on its own, the module starts a
+top of it would add no evidence and slow every lane. Run on its own, the module starts a
 CPU-bound process at the same priority instead.
 
 The fixture asserts nothing itself: each test asserts its own claims on what was recorded,
@@ -135,7 +135,7 @@ def _tree_cpu_seconds(root) -> float:
 def _other_load() -> Iterator[Callable[[], float]]:
     """CPU-bound work beside the quickstart; yields how many CPU seconds it has taken since.
 
-    The other lane when ``make test`` runs both (its pid in ``ENGAGE_TESTS_OTHER_LANE``),
+    The unit lane when ``make test`` runs the lanes (its pid in ``ENGAGE_TESTS_OTHER_LANE``),
     otherwise a busy process started here and stopped on exit.
     """
     import psutil

@@ -1,4 +1,4 @@
-"""``make test`` runs two lanes (tests/lanes.py): every test file is in exactly one of them."""
+"""``make test`` runs three lanes (tests/lanes.py): every test file is in exactly one of them."""
 
 from __future__ import annotations
 

@@ -45,10 +45,12 @@ def test_layout_is_one_row_a_minute_from_local_midnight(frame: pd.DataFrame) -> 
 
 
 def test_generation_is_fast() -> None:
-    start = time.perf_counter()
+    # CPU time, not wall: the claim is about the work, and a lane beside it can deschedule
+    # this process for a second (a rehearsal at load 11 did: 1.003 s of wall).
+    start = time.process_time()
     generate_smart_living(**{**ARGS, "seed": 7})
 
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 @pytest.mark.parametrize(

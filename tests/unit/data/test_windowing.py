@@ -41,10 +41,12 @@ def test_shapes_and_dtypes(quickstart) -> None:
 
 
 def test_prepare_on_the_quickstart_size_is_fast() -> None:
-    start = time.perf_counter()
+    # CPU time, not wall: the claim is about the work, and a lane beside it can deschedule
+    # this process for a second (a rehearsal at load 11 did: 1.003 s of wall).
+    start = time.process_time()
     prepare(synthetic_spec(source={"type": "synthetic", "seed": 11}), Path("."))
 
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 def test_no_sample_straddles_a_cut_and_splits_are_time_ordered(quickstart) -> None:
