@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from _tracking_train import METRICS_PER_STEP, Mlp, _bootstrap
 
-from engage.events import HUB_MAX_BATCH, MAX_BATCH
+from engage.events import HUB_MAX_BATCH
 
 ARMS = {
     "A": "no reporting (same actor)",
@@ -34,6 +34,8 @@ ARMS = {
     "N": "no reporting again, a second copy of A (the noise floor)",
 }
 REPORTING = ("W", "P")  # the arms whose rounds report
+#: A worker's push size before issue 11's age-bound batches, measured beside the current one.
+PREVIOUS_HUB_BATCH = 1024
 # The arms' order per round, cycling through a Williams Latin square: over every 4 rounds each
 # arm runs once in each position and follows each other arm once, so neither a position in
 # the round (the first arm after the previous round's pumping) nor the arm run just before
@@ -70,16 +72,23 @@ class StepActor:
 
         The CPU clocks stop after the final flush has reached the hub (``wait=True``), so
         every push of the round, its submission and serialisation included, is counted.
+        Every arm reads the training thread's CPU clock around the reporting call (around
+        nothing when not reporting), so ``report_s`` is what that call cost the training
+        thread and ``loop_thread_s - report_s`` the step's own CPU, with the same clock
+        reads in every arm.
         """
-        clock = time.perf_counter
+        clock, tick = time.perf_counter, time.thread_time_ns
         reporter = self._reporter if report else None
         times = [0.0] * steps
+        report_ns = 0
         cpu0, thread0 = time.process_time(), time.thread_time()
         for i in range(steps):
             t0 = clock()
             values = self._mlp.step()
+            r0 = tick()
             if reporter is not None:
                 reporter.metrics(values, step=self._step)
+            report_ns += tick() - r0
             self._step += 1
             times[i] = clock() - t0
         # The loop's clocks, then the round's end as an epoch's: a flush that waits for the
@@ -93,6 +102,7 @@ class StepActor:
             "thread_s": time.thread_time() - thread0,
             "loop_cpu_s": loop_cpu,
             "loop_thread_s": loop_thread,
+            "report_s": report_ns / 1e9,
         }
 
     def report_only(self, steps: int, max_batch: int | None = None) -> dict[str, float]:
@@ -215,33 +225,58 @@ def worker_overhead(home: Path, uri: str, steps: int, reps: int) -> dict:
     }
 
 
+#: Per-round figures, CPU seconds of a round (``_per_step`` divides them by its steps).
+#: ``step`` is the training thread's CPU outside the reporting call (the torch step and the
+#: loop); ``direct`` is the process's CPU less that: every other thread of the actor plus
+#: the reporting calls on the training thread, the CPU reporting spends itself.
+FIGURES = {
+    "cpu_s": lambda r: r["cpu_s"],
+    "thread_s": lambda r: r["thread_s"],
+    "loop_cpu_s": lambda r: r["loop_cpu_s"],
+    "loop_thread_s": lambda r: r["loop_thread_s"],
+    "loop_step_s": lambda r: r["loop_thread_s"] - r["report_s"],
+    "loop_report_s": lambda r: r["report_s"],
+    "loop_others_s": lambda r: r["loop_cpu_s"] - r["loop_thread_s"],
+    "loop_direct_s": lambda r: r["loop_cpu_s"] - (r["loop_thread_s"] - r["report_s"]),
+    "direct_s": lambda r: r["cpu_s"] - (r["loop_thread_s"] - r["report_s"]),
+}
+
+
+def _per_step(rounds: list[dict], name: str, steps: int) -> list[list[float]]:
+    """Figure ``name`` of each round in µs per step, one single-value list per round."""
+    return [[FIGURES[name](rep) / steps * 1e6] for rep in rounds]
+
+
 def _versus_controls(arm: list[dict], a: list[dict], n: list[dict], steps: int) -> dict:
     """``arm``'s CPU per step against the mean of the two control arms (A and N) of the same
-    round, with bootstrap CIs over rounds: two controls halve the control's own variance.
+    round, with bootstrap CIs over rounds: two controls halve the control's own variance;
+    and the noise floor read the same way, N against A (``noise_`` + the figure's name).
 
-    Two estimates: the difference of the means (``cpu_s``, ``thread_s``), and the median of
-    the rounds' paired differences (``cpu_s_median``, ``thread_s_median``). Ray's own
-    threads in the actor (heartbeats, metrics export) burn CPU in bursts that land in one
-    round of one arm whatever it does; a burst moves a mean by its size over the rounds but
-    barely moves a median, while a cost of reporting is in every reporting round and moves
-    both. The verdict is read from the median (say so where it is printed); the mean is
-    printed beside it.
+    Two estimates of each: the difference of the means (the figure's name) and the median
+    of the rounds' paired differences (``_median``). The process and the training thread
+    carry the step (2.5 ms of CPU whose round-to-round spread on shared cores is hundreds of
+    µs): for them the verdict was read from the median, since Ray's own threads burn CPU in
+    bursts that land in one round of one arm whatever it does. The ``direct`` figures carry
+    no step (the process's CPU less the training thread's outside the reporting call): their
+    noise is that of the reporting path and Ray's threads alone, and reporting's own cost
+    comes in lumps (one push per age limit lands in some rounds' loops, not others), which a
+    median of rounds would miss and a mean counts; the verdict is read from their mean.
+    Both choices were made before the runs whose figures the section prints.
     """
     figures = {}
-    for name in ("cpu_s", "thread_s", "loop_cpu_s", "loop_thread_s"):
-        values = [[rep[name] / steps * 1e6] for rep in arm]
-        control = [[(x[name] + y[name]) / 2 / steps * 1e6] for x, y in zip(a, n, strict=True)]
-        figures[name] = _bootstrap(values, control, lambda b, c: float(b.mean() - c.mean()))
-        figures[name + "_median"] = _bootstrap(
-            values, control, lambda b, c: float(np.median(b - c))
-        )
-    # The noise floor read the same way: N against A, median of the paired differences.
-    for name in ("cpu_s", "thread_s"):
-        figures["noise_" + name + "_median"] = _bootstrap(
-            [[rep[name] / steps * 1e6] for rep in n],
-            [[rep[name] / steps * 1e6] for rep in a],
-            lambda b, c: float(np.median(b - c)),
-        )
+    for name in FIGURES:
+        values = _per_step(arm, name, steps)
+        control = [
+            [(x[0] + y[0]) / 2]
+            for x, y in zip(_per_step(a, name, steps), _per_step(n, name, steps), strict=True)
+        ]
+        noise, base = _per_step(n, name, steps), _per_step(a, name, steps)
+        for suffix, stat in (
+            ("", lambda b, c: float(b.mean() - c.mean())),
+            ("_median", lambda b, c: float(np.median(b - c))),
+        ):
+            figures[name + suffix] = _bootstrap(values, control, stat)
+            figures["noise_" + name + suffix] = _bootstrap(noise, base, stat)
     return figures
 
 
@@ -252,7 +287,7 @@ def _parts(actor: Any, pump: Any, poll_s: float, steps: int = 2000, runs: int = 
     import ray
 
     figures = {}
-    for max_batch in (None, MAX_BATCH):
+    for max_batch in (None, PREVIOUS_HUB_BATCH):
         best = {"cpu_s": float("inf"), "thread_s": float("inf"), "driver_cpu_s": float("inf")}
         for _ in range(runs):
             ref = actor.report_only.remote(steps, max_batch)
@@ -331,9 +366,20 @@ def _verdict(ci: tuple[float, float]) -> str:
     return "**not shown** (the 95% interval straddles 25 µs: the step's own noise is larger)"
 
 
+def _line(c: dict, name: str, mean: bool) -> str:
+    """``+x.x µs per step, 95% CI [lo, hi]`` of figure ``name`` (mean or median estimate)."""
+    f = c[name if mean else name + "_median"]
+    return f"{f['estimate']:+.1f} µs per step, 95% CI {_ci(f['ci'])}"
+
+
+def _floor(c: dict, name: str, mean: bool) -> str:
+    """The noise floor of figure ``name``: N against A, read as the figure is."""
+    return _line(c, "noise_" + name, mean)
+
+
 def worker_section(res: dict, head: str) -> str:
     """The BENCHMARKS.md section of :func:`worker_overhead` (``head``: machine, command, load)."""
-    w, n, c = res["arms"]["W"], res["arms"]["N"], res["controls"]
+    c = res["controls"]
     parts = res["parts"]
     rows = "\n".join(
         f"| {n}: {ARMS[n]} | {x['median_ms']:.3f} | {100 * x['overhead_median']:+.1f}% "
@@ -345,77 +391,97 @@ def worker_section(res: dict, head: str) -> str:
         for n, x in res["arms"].items()
     )
     alone = parts["cpu_s"]
+    steps = res["steps"]
+    floor_step = c["noise_loop_step_s_median"]["ci"]
+    step_resolved = floor_step[1] - floor_step[0] < 20
     return f"""## Tracking overhead where the step runs: a Ray worker (issue 11)
 
 {head}
 
 In an engage job the training loop runs in Ray Train workers (tuning trials in Ray actors):
-the worker's `Reporter(HubTransport(hub))` pushes each batch of {HUB_MAX_BATCH} points to the job's
-EventHub actor with `.remote` (serialised and submitted by Ray's threads in the worker),
-and the driver's `EventPump` drains the hub every `HUB_POLL_S` (0.25 s) into the spool.
+the worker's `Reporter(HubTransport(hub))` pushes its buffer to the job's EventHub actor
+with `.remote` (serialised and submitted by Ray's threads in the worker) once its oldest
+point is 0.5 s old (the timer) or it holds {HUB_MAX_BATCH} points (`HUB_MAX_BATCH`, more than a
+loop of 10 metrics per 2.5 ms step reports in 0.5 s, so the age limit sends), and the
+driver's `EventPump` drains the hub every `HUB_POLL_S` (0.25 s) into the spool.
 Here one Ray actor (a local cluster the benchmark starts, `num_cpus=0` like the hub) runs
 the torch step of the section above, 10 metrics per step, in {res["reps"]} rounds of
-{res["steps"]} steps, each round running every arm once in that same actor process, in
+{steps} steps, each round running every arm once in that same actor process, in
 an order that cycles through a Williams Latin square ({", ".join(ORDERS)}: every arm in
-every position and after every other arm equally often), while the driver polls the hub and spools through `MetricSink` into a
-real run (P: only after its round; the pump hands the hub's rows to `MetricSink`, which spools
-them as columns, no Event built per point) ({res["points"]} of {res["expected"]} points reached the
-spool's sink). CPU clocks are
-read in the actor: *process* CPU (`time.process_time`: the training thread, the Reporter's
-flusher thread and Ray's core-worker threads that pickle and send the pushes), from the
-round's first step until its last push has reached the hub (`flush(wait=True)`), and the
-training *thread*'s own (`time.thread_time`); the driver's process CPU over the same round.
-Overheads against A are paired by round, 95% CIs bootstrapped over rounds (4000 resamples).
-Ray start-up to the actor ready: {res["startup_s"]:.0f} s (outside the clocks).
+every position and after every other arm equally often), while the driver polls the hub and
+spools through `MetricSink` into a real run (P: only after its round; the pump hands the
+hub's rows to `MetricSink`, which spools them as columns, no Event built per point)
+({res["points"]} of {res["expected"]} points reached the spool's sink). CPU clocks are read in
+the actor: *process* CPU (`time.process_time`: the training thread, the Reporter's flusher
+thread and Ray's core-worker threads that pickle and send the pushes), from the round's
+first step until its last push has reached the hub (`flush(wait=True)`); the training
+*thread*'s own (`time.thread_time`); and, in every arm, the training thread's CPU clock
+read before and after the reporting call of each step (around nothing in A and N, so the
+clock reads cost every arm alike). So each round splits into the **step's own CPU** (the
+training thread outside the reporting call) and **reporting's own CPU** (the rest of the
+process: the reporting calls on the training thread, and every other thread of the actor,
+the flusher's pushes and Ray's sending among them). The driver's process CPU over the same
+round. Overheads against A are paired by round, 95% CIs bootstrapped over rounds (4000
+resamples). Ray start-up to the actor ready: {res["startup_s"]:.0f} s (outside the clocks).
 
 | arm | median step ms | overhead on the median [95% CI] | actor process CPU µs per step | actor CPU vs A µs [95% CI] | % of a 2.5 ms step | training thread CPU vs A µs [95% CI] | driver CPU vs A µs [95% CI] |
 | --- | --- | --- | --- | --- | --- | --- | --- |
 {rows}
 
+Target ≤ 1% of a 2.5 ms step (25 µs) for the worker layout, a real job's. Figures are W
+against both controls (the mean of A and N in the same round), each beside its noise floor:
+the same figure read for N against A, two identical arms, which is what this measurement
+reads when nothing differs. Which estimator each figure's verdict reads was chosen before
+the runs, for the reasons `_versus_controls` gives: reporting's own CPU carries no step and
+its cost comes in lumps (a push per age limit lands in some rounds' loops, not others), so
+its verdict reads the **mean** of the paired differences; the figures that carry the step
+read the median, as before.
+- **Reporting's own CPU, the step loop** (clocks read before the closing flush): the actor
+  {_line(c, "loop_direct_s", True)}: {_verdict(c["loop_direct_s"]["ci"])}. Noise floor:
+  {_floor(c, "loop_direct_s", True)}. Of it, the reporting calls on the training thread
+  {_line(c, "loop_report_s", True)}, the actor's other threads (the flusher's pushes, Ray's
+  threads) {_line(c, "loop_others_s", True)};
+- **the same, each round whole** (its {steps} steps and the closing flush that waits for the
+  hub, as at an epoch boundary): {_line(c, "direct_s", True)}: {_verdict(c["direct_s"]["ci"])}.
+  Noise floor: {_floor(c, "direct_s", True)};
+- the closing flush itself, once per epoch in a job: {res["flush"]["cpu_s"]:.2f} ms of the actor's
+  CPU ({res["flush"]["thread_s"]:.2f} ms on the training thread), median over W's rounds:
+  {res["flush"]["cpu_s"] * 1e3 / steps:.1f} µs per step in these {steps}-step rounds,
+  {res["flush"]["cpu_s"]:.1f} µs per step over an epoch of 1,000 steps;
+- **the step's own CPU beside reporting** (the training thread outside the reporting call:
+  what reporting would move through the step itself, by evicting its caches or taking the
+  GIL from it), median of paired differences: {_line(c, "loop_step_s", False)}; noise floor
+  {_floor(c, "loop_step_s", False)}{
+        ""
+        if step_resolved
+        else ": **not resolved** (an effect of reporting on the step "
+        "smaller than the interval for two identical arms is not measured here: the "
+        "step's own round-to-round spread on these shared cores is larger)"
+    }. Means: {_line(c, "loop_step_s", True)}, noise floor {_floor(c, "loop_step_s", True)};
+- **the whole process, step included**, as this section read it before (median of paired
+  differences): the step loop {_line(c, "loop_cpu_s", False)} (noise floor
+  {_floor(c, "loop_cpu_s", False)}), each round whole {_line(c, "cpu_s", False)} (noise
+  floor {_floor(c, "cpu_s", False)}); the training thread in the loop
+  {_line(c, "loop_thread_s", False)}. Means: the loop {_line(c, "loop_cpu_s", True)}, noise
+  floor {_floor(c, "loop_cpu_s", True)}. Where the interval for two identical arms is wide,
+  that is the resolution of paired rounds that carry the step on these shared cores: a
+  difference inside it is not a measured cost.
+
 The reporting path alone in the same actor (2,000 calls of 10 metrics with no training
 step between them, then a flush that waits for the hub; the least-disturbed of 5 runs):
 **{alone:.1f} µs of the worker's process CPU per step ({alone / STEP_BUDGET_US:.2f}% of a
 2.5 ms step)**, {parts["thread_s"]:.1f} µs of it on the training thread; the driver spent
-{parts["driver_cpu_s"]:.1f} µs per step pumping and spooling it (off the worker's CPU).
+{parts["driver_cpu_s"]:.1f} µs per step pumping and spooling it (off the worker's CPU). Its calls
+run back to back with warm caches: after a torch step has evicted them, the same call costs
+the training thread more (the reporting calls' line above).
+Pushes of {PREVIOUS_HUB_BATCH} points (`HUB_MAX_BATCH` before it was sized to the age limit):
+{parts["cpu_s_small"]:.1f} µs of the worker's process CPU per step
+({parts["cpu_s_small"] / STEP_BUDGET_US:.2f}%), {parts["thread_s_small"]:.1f} µs on the
+training thread, the driver {parts["driver_cpu_s_small"]:.1f} µs. Each push is one Ray task
+submission, a cost that grows far less than its size.
 Before `metrics()` sent one row per call (commit 815bc68, when it built an Event per point
 and the push converted each to a row): 68.6 µs per step, 31.8 µs on the training thread, in
 this section's run of that commit at load 1.4-2.8.
-A worker pushes {HUB_MAX_BATCH} points at a time (`HUB_MAX_BATCH`); the same measured with
-pushes of {MAX_BATCH} (before): {parts["cpu_s_small"]:.1f} µs of the worker's process CPU
-per step ({parts["cpu_s_small"] / STEP_BUDGET_US:.2f}%), {parts["thread_s_small"]:.1f} µs on the
-training thread, the driver {parts["driver_cpu_s_small"]:.1f} µs. Each push is one Ray task
-submission, a cost nearly independent of its size.
-
-Target ≤ 1% of a 2.5 ms step (25 µs) for the worker layout, a real job's. The verdict is
-read from the median of the rounds' paired differences against both controls (the mean of
-A and N in the same round), chosen before this run for the reason `_versus_controls` gives:
-Ray's own threads in the actor burn CPU in bursts that land in whichever round is running,
-which a mean over rounds carries and a median does not, while a cost of reporting is in
-every reporting round and moves both:
-- **W against both controls, median of paired differences, each round whole** (its
-  {res["steps"]} steps and the closing flush that waits for the hub, as at an epoch boundary): the
-  actor process {c["cpu_s_median"]["estimate"]:+.1f} µs per step, 95% CI {_ci(c["cpu_s_median"]["ci"])}, the training
-  thread {c["thread_s_median"]["estimate"]:+.1f} {_ci(c["thread_s_median"]["ci"])}: {_verdict(c["cpu_s_median"]["ci"])};
-- **the same, the step loop alone** (clocks read before the closing flush; the full batches
-  the flusher thread pushed during the loop are in it, the rest of the round's points go
-  out in the flush): the actor process {c["loop_cpu_s_median"]["estimate"]:+.1f} µs per step, 95% CI
-  {_ci(c["loop_cpu_s_median"]["ci"])}, the training thread {c["loop_thread_s_median"]["estimate"]:+.1f}
-  {_ci(c["loop_thread_s_median"]["ci"])}: {_verdict(c["loop_cpu_s_median"]["ci"])};
-- the closing flush itself, once per epoch in a job: {res["flush"]["cpu_s"]:.2f} ms of the actor's
-  CPU ({res["flush"]["thread_s"]:.2f} ms on the training thread), median over W's rounds:
-  {res["flush"]["cpu_s"] * 1e3 / res["steps"]:.1f} µs per step in these {res["steps"]}-step rounds,
-  {res["flush"]["cpu_s"]:.1f} µs per step over an epoch of 1,000 steps;
-- the noise floor read the same way, N against A (identical arms): the actor process
-  {c["noise_cpu_s_median"]["estimate"]:+.1f} µs per step, 95% CI {_ci(c["noise_cpu_s_median"]["ci"])}, the
-  training thread {c["noise_thread_s_median"]["estimate"]:+.1f} {_ci(c["noise_thread_s_median"]["ci"])};
-- the same with means, beside it: W against both controls {c["cpu_s"]["estimate"]:+.1f} µs per
-  step, 95% CI {_ci(c["cpu_s"]["ci"])} (training thread {c["thread_s"]["estimate"]:+.1f}
-  {_ci(c["thread_s"]["ci"])}); W against A alone {w["extra_cpu_s_us"]:+.1f}
-  {_ci(w["extra_cpu_s_ci"])}; N against A {n["extra_cpu_s_us"]:+.1f} {_ci(n["extra_cpu_s_ci"])}
-  (training thread {n["extra_thread_s_us"]:+.1f} {_ci(n["extra_thread_s_ci"])}). Where the
-  interval for two identical arms is wide, that is the resolution of paired rounds on these
-  shared cores: a difference inside it is not a measured cost;
-- measured alone, {"within" if alone <= STEP_BUDGET_US else "over"} the budget: {alone:.1f} µs per step.
 
 The driver layout (a Reporter writing the spool in the training process, where the spool
 write is the training process's CPU too) is measured in the section above."""

@@ -497,3 +497,80 @@ def test_fanout_hands_rows_as_they_are_and_builds_events_once_for_the_others(
         lifecycle,
     ]
     assert first.batches == [want] == second.batches
+
+
+def test_a_worker_reporting_every_step_pushes_once_per_age_limit_not_by_size() -> None:
+    # Issue 11: each push to the hub is a Ray task submission, about 1.4 ms of the worker's
+    # CPU at 1,024 points and 1.9 ms at 4,096 (benchmarks/tracking_overhead.py, worker
+    # section), so a worker's batch must hold what a training loop reports within the age
+    # limit (10 metrics per 2.5 ms step: 2,000 points in 0.5 s), and still pickle small
+    # enough for Ray to send it inline (arguments up to 100 KiB skip the object store).
+    import ray
+
+    step_s, per_step = 0.0025, 10
+    assert reporting.MAX_AGE_S / step_s * per_step <= reporting.HUB_MAX_BATCH
+
+    names = ("train_loss", "train_loss_ema", "lr", *(f"train_aux_{k}" for k in range(7)))
+    rows = [
+        (
+            reporting.POINTS,
+            tuple(names),
+            tuple(0.1 * k + s for k in range(per_step)),
+            s,
+            reporting.now_ms(),
+            {"rank": "0"},
+            None,
+        )
+        for s in range(reporting.HUB_MAX_BATCH // per_step)
+    ]
+    assert len(ray.cloudpickle.dumps(rows)) < 100 * 1024
+
+
+def test_a_buffer_whose_timer_was_dropped_after_a_failure_gets_one_again() -> None:
+    # A timer send that fails drops the timer while later events wait in the buffer; the
+    # next call must set it again however many events the buffer holds (the Reporter's
+    # fast path skips that check only while a timer is set), or they would wait for a call
+    # that may never come.
+    transport = _Failing()
+    reporter = Reporter(transport, max_batch=3, max_age_s=0.5)
+    for name in "abc":  # full: the background send fails
+        reporter.metric(name, 1.0)
+    time.sleep(0.25)
+    with pytest.raises(OSError, match="disk full"):
+        reporter.metric("x", 0.0)
+    reporter.metric("d", 4.0)
+    time.sleep(0.3)  # a's timer (at 0.5 s) retries a-c, fails, and drops the timer
+    with pytest.raises(OSError, match="disk full"):
+        reporter.metric("y", 0.0)
+    reporter.metric("f", 6.0)  # two events in the buffer, no timer: this call sets one
+    transport.fail = False
+    deadline = time.monotonic() + 2.0
+    while len([e for b in transport.batches for e in b]) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    assert [e.name for b in transport.batches for e in b] == ["a", "b", "c", "d", "f"]
+
+
+def test_threads_reporting_at_once_lose_and_repeat_nothing_while_sends_take_the_buffer() -> None:
+    # The caller appends with no lock (issue 11); sends take the buffer's first rows while
+    # other threads append: every point must arrive once, each thread's in its order.
+    import threading
+
+    sink = _Recorder()
+    reporter = Reporter(sink, max_batch=37, max_age_s=0.001)
+
+    def produce(rank: int) -> None:
+        for i in range(3_000):
+            reporter.metrics({f"t{rank}": float(i), "x": 0.0}, step=i)
+
+    threads = [threading.Thread(target=produce, args=(r,)) for r in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    reporter.flush()
+
+    got = [e for b in sink.batches for e in b]
+    assert len(got) == 4 * 3_000 * 2
+    for rank in range(4):
+        assert [e.step for e in got if e.name == f"t{rank}"] == list(range(3_000))
