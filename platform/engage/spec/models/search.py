@@ -116,9 +116,9 @@ class AdaptiveSpec(StrictModel):
         description="probe a candidate for its first probe_hours hours (all its households) "
         "instead of probe_days of one household, and continue the chosen candidates to their "
         "full days: a probe's windows are part of its scenario, never simulated twice "
-        "(pipelines/adaptive_sampling.yaml: 12 h, 10 candidates; on 20 tuning seeds 0.927 "
-        "mean accuracy at half the samples against 0.912 with 1-day probes and 0.915 "
-        "uniform; 4 h probes, all night, scored poorly)",
+        "(12 h, 10 candidates: on 20 tuning seeds 0.927 mean accuracy at half the samples "
+        "against 0.912 with 1-day probes and 0.915 uniform; 4 h probes, all night, scored "
+        "poorly; pipelines/adaptive_sampling.yaml now uses span_hours instead)",
     )
     revisit: float = Field(
         0.0,
@@ -129,6 +129,23 @@ class AdaptiveSpec(StrictModel):
         "rest are the best of candidates fresh uniform points by a surrogate of that error "
         "(0.5 and 1 tested below uniform: a household's error on one day says little about "
         "the next)",
+    )
+    span_hours: int | None = Field(
+        None,
+        ge=1,
+        le=8784,
+        description="rounds after the first simulate spans of span_hours hours of fresh "
+        "scenarios (each its own point and seed, cut to the span) instead of whole "
+        "scenarios, as many as the round's scenario-hours buy; every sampler (uniform and "
+        "lhs start a span anywhere; adaptive needs acquisition out_of_bag and starts it in "
+        "an hour of the day drawn by the out-of-bag error per hour). Below days x 24",
+    )
+    span_mix: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="adaptive with span_hours: share of a span's start-hour probability "
+        "drawn by the out-of-bag error per hour; the rest is spread evenly over the day",
     )
     test_scenarios: int = Field(
         24,
@@ -164,6 +181,27 @@ class AdaptiveSpec(StrictModel):
                 f"got {hours}: candidates x probe_hours ({given['candidates']} x {hours} h) "
                 f"must leave a round of scenarios_per_round x days ({given['scenarios_per_round']}"
                 f" x {given['days']} days) room to continue one candidate to its {whole} hours"
+            )
+        return hours
+
+    @field_validator("span_hours")
+    @classmethod
+    def _spans_fit(cls, hours: int | None, info: ValidationInfo) -> int | None:
+        """A span is shorter than a scenario, and adaptive scores spans out of bag (checked
+        here, so the error points at ``span_hours``)."""
+        given = info.data
+        if hours is None or any(k not in given for k in ("sampler", "acquisition", "days")):
+            return hours  # an earlier field already failed: reported on its own
+        whole = given["days"] * 24
+        if hours >= whole:
+            raise ValueError(
+                f"got {hours}; a span is part of a scenario: it must be below days x 24 ({whole})"
+            )
+        if given["sampler"] == "adaptive" and given["acquisition"] != "out_of_bag":
+            raise ValueError(
+                f"got {hours} with acquisition {given['acquisition']}: adaptive spans are "
+                "chosen by the ensemble's out-of-bag error (acquisition: out_of_bag), "
+                "without probes"
             )
         return hours
 

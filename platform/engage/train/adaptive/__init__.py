@@ -8,23 +8,27 @@ A spec with an ``adaptive`` section runs as :class:`~engage.train.adaptive.job.A
 """
 
 from engage.train.adaptive.acquisition import (
+    by_hour,
     disagreement,
     error,
     out_of_bag,
     per_group,
     pick,
+    span_starts,
     surrogate,
 )
 from engage.train.adaptive.samplers import SAMPLERS, latin_hypercube, uniform
 
 __all__ = [
     "SAMPLERS",
+    "by_hour",
     "disagreement",
     "error",
     "latin_hypercube",
     "out_of_bag",
     "per_group",
     "pick",
+    "span_starts",
     "surrogate",
     "uniform",
 ]

@@ -16,8 +16,11 @@ resample, so each window already simulated is left out of about a third of the m
 of how wrong the model is there that costs no simulation. :func:`per_group` averages it per
 scenario simulated so far (the loop continues the worst ones: the same households, later
 days), and :func:`surrogate` spreads it over the parameter space (a Gaussian-kernel average
-of the scenarios' scores) to score fresh points. Scores are results; the loop decides what
-to simulate (STYLE: results, then decisions).
+of the scenarios' scores) to score fresh points. With ``span_hours`` the loop simulates
+short spans of fresh scenarios instead, and :func:`by_hour` and :func:`span_starts` turn
+the same out-of-bag error into where in the day a span starts: the hours the model gets
+wrong (departures and returns) are simulated more often. Scores are results; the loop
+decides what to simulate (STYLE: results, then decisions).
 """
 
 from __future__ import annotations
@@ -151,6 +154,33 @@ def surrogate(
     logw = -(d2 - d2.min(axis=1, keepdims=True)) / (2 * bandwidth**2)
     w = np.exp(logw)
     return (w @ scores) / w.sum(axis=1)
+
+
+def by_hour(loss: np.ndarray, minutes: np.ndarray) -> np.ndarray:
+    """The mean of per-window ``loss`` (NaN left out) by the hour of the day of each
+    window's label (``minutes``: minute of the day, 0..1439); shape ``(24,)``, an hour
+    without a finite loss gets the mean of the others (0 when none has one)."""
+    hours = per_group(loss, (np.asarray(minutes) // 60).astype(np.int64), 24)
+    if not np.isfinite(hours).any():
+        return np.zeros(24)
+    return np.where(np.isfinite(hours), hours, np.nanmean(hours))
+
+
+def span_starts(hourly: np.ndarray, span_hours: int, mix: float) -> np.ndarray:
+    """The probability of each hour of the day (24) to start a span of ``span_hours``.
+
+    A span starting in hour ``h`` has its labels in hours ``h .. h + span_hours - 1``
+    (mod 24): its score is their mean ``hourly`` loss. The probabilities are ``mix`` times
+    the scores normalised plus ``1 - mix`` spread evenly, so every hour keeps some chance
+    (one round's error per hour is noisy, and a model trained only on the hard hours
+    forgets the easy ones). All-zero scores give the even spread.
+    """
+    hours = (np.arange(24)[:, None] + np.arange(max(1, span_hours))[None, :]) % 24
+    score = np.asarray(hourly, dtype=float)[hours].mean(axis=1)
+    even = np.full(24, 1 / 24)
+    if not score.sum() > 0:
+        return even
+    return mix * score / score.sum() + (1 - mix) * even
 
 
 def _mean_by_group(values: np.ndarray, groups: np.ndarray, n: int) -> np.ndarray:

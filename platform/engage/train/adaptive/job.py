@@ -8,7 +8,9 @@ simulates the broad held-out test set (a Latin hypercube of scenarios over the w
 the run's dataset). Its train stage runs :func:`engage.train.adaptive.loop.run_rounds`; each
 round is a child MLflow run with the scenarios chosen (``round.json``: parameters, unit
 points, seeds, first simulated days (above 0 for a scenario continued from an earlier
-round), acquisition scores, and the candidates probed, whose windows are trained on too), the round's data fingerprint (tag and dataset digest) and its test metrics, and the
+round), with ``span_hours`` each span's start minute, acquisition scores, and the
+candidates probed, whose windows are trained on too), the round's data fingerprint (tag
+and dataset digest) and its test metrics, and the
 job's run gets each round's metrics with the round as step (``adaptive_samples``,
 ``test_accuracy`` ...), so MLflow plots accuracy against the round. The data section gives
 features, target, task, window, stride and horizon; its ``source`` is not read (each round
@@ -174,7 +176,8 @@ class AdaptiveJob(Job[AdaptiveData, "tuple[list[RoundResult], Ensemble]"]):
         shown = ", ".join(f"{k} {v:.4f}" for k, v in result.metrics.items())
         ctx.message(
             "adaptive",
-            f"round {result.round}/{self.adaptive.rounds}: +{len(result.points)} scenarios"
+            f"round {result.round}/{self.adaptive.rounds}: +{len(result.points)} "
+            + ("spans" if len(result.start_minutes) else "scenarios")
             + (f" and {len(result.probe_points)} probes" if len(result.probe_points) else "")
             + ", "
             f"{result.samples} samples, {shown}",
@@ -190,6 +193,7 @@ def _round_record(result: RoundResult) -> dict[str, Any]:
         "probe_unit_points": np.round(result.probe_points, 6).tolist(),
         "seeds": result.seeds.tolist(),
         "first_days": result.first_days.tolist(),
+        "start_minutes": result.start_minutes.tolist(),
         "scores": result.scores.tolist(),
         "new_samples": result.new_samples,
         "samples": result.samples,

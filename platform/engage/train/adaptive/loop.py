@@ -20,6 +20,15 @@ points, or, for adaptive, one of three ways of spending the round:
   same households, their next days), the rest are the best of ``candidates`` uniform
   points by a kernel surrogate of that error over the parameter space.
 
+With ``span_hours`` set, every sampler spends its rounds after the first on spans
+instead of whole scenarios (:func:`split_spans`): as many spans of ``span_hours`` as the
+round's scenario-hours buy, each a fresh scenario (the sampler's point, its own seed) cut
+to ``span_hours`` from a start minute; uniform and Latin hypercube start anywhere in the
+scenario, adaptive (``acquisition: out_of_bag``) starts a span in an hour of the day
+drawn by the ensemble's out-of-bag error per hour (:func:`acquisition.span_starts`,
+``span_mix`` of it, the rest even). More scenarios for the same windows: per window, the
+model sees more of the space.
+
 Probes are labelled simulations: they are trained on and counted as samples like every
 other window, so every sampler is compared at the same simulated samples. After each round
 the ensemble is retrained on every window so far and tested on the held-out set. The loop
@@ -44,10 +53,12 @@ from engage.train.adaptive.ensemble import Ensemble, held_out_metrics, train_ens
 from engage.train.adaptive.samplers import SAMPLERS, latin_hypercube, uniform
 from engage.train.adaptive.world import (
     Windows,
+    cut_spans,
     merge,
     simulate_frames,
     simulate_windows,
     split_prefix,
+    windows_of,
 )
 
 DIMENSIONS = len(SCENARIO_SPACE)
@@ -63,6 +74,8 @@ class RoundResult:
     candidates; ``rows`` and ``digest`` cover the probes too). ``first_days`` is each point's
     first simulated day: above 0 where the round continues a scenario simulated before
     (``acquisition: out_of_bag``; the same seed, so the same households, later days).
+    ``start_minutes`` is, with ``span_hours``, each point's span start (minutes since its
+    scenario's first minute; empty when the round simulated whole scenarios).
     """
 
     round: int
@@ -77,6 +90,7 @@ class RoundResult:
     metrics: dict[str, float] = field(default_factory=dict)
     probe_points: np.ndarray = field(default_factory=lambda: np.empty((0, DIMENSIONS)))
     first_days: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    start_minutes: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
 
 @dataclass(frozen=True)
@@ -152,6 +166,16 @@ def run_rounds(
         first_days = np.zeros(len(choice.points), dtype=np.int64)
         first_days[again] = book.next_day[choice.sources[again]]
         chosen = choice.windows
+        if choice.starts is not None:  # spans: cut each fresh scenario to its span
+            frames = simulate_frames(
+                choice.points, households=spec.households, days=spec.days, seeds=seeds
+            )
+            assert spec.span_hours is not None
+            chosen = windows_of(
+                cut_spans(frames, choice.starts, spec.span_hours * 60),
+                loaded.spec.data,
+                held_out.classes,
+            )
         if chosen is None:
             chosen = simulate_windows(
                 choice.points,
@@ -165,8 +189,11 @@ def run_rounds(
         probe = choice.probe
         new = chosen if probe is None else merge([probe[1], chosen])
         household_days += new.rows / MINUTES  # probes included
-        index = book.add(choice.points, seeds, choice.sources, spec.days)
-        owners = index[chosen.groups]
+        if choice.starts is None:
+            index = book.add(choice.points, seeds, choice.sources, spec.days)
+            owners = index[chosen.groups]
+        else:  # a span is not a scenario to continue: its windows belong to none
+            owners = np.full(len(chosen), -1)
         if probe is not None:
             owners = np.concatenate([np.full(len(probe[1]), -1), owners])
         book.owners = owners if train is None else np.concatenate([book.owners, owners])
@@ -189,6 +216,7 @@ def run_rounds(
             metrics,
             np.empty((0, DIMENSIONS)) if probe is None else probe[0],
             first_days,
+            np.empty(0, dtype=np.int64) if choice.starts is None else choice.starts,
         )
         results.append(result)
         on_round(result)
@@ -234,7 +262,8 @@ class _State:
 class _Choice:
     """A round's points, their scores, the probes (points, windows), and per point the
     scenario row it continues (-1: a new scenario); with short probes, also the points'
-    seeds and what continuing them to their full days added (``windows``)."""
+    seeds and what continuing them to their full days added (``windows``); with spans,
+    each point's span start (``starts``, minutes since its scenario's first minute)."""
 
     points: np.ndarray
     scores: np.ndarray
@@ -242,6 +271,7 @@ class _Choice:
     sources: np.ndarray
     seeds: np.ndarray | None = None
     windows: Windows | None = None
+    starts: np.ndarray | None = None
 
 
 def _new(points: np.ndarray, scores: np.ndarray, probe=None) -> _Choice:
@@ -259,6 +289,8 @@ def _choose(
 ) -> _Choice:
     """The round's points, their acquisition scores, the probes, and what they continue."""
     ensemble = state.ensemble
+    if spec.span_hours is not None and r > 1 and ensemble is not None:
+        return _spans(loaded, spec, rng, n, state)
     if spec.sampler != "adaptive":
         return _new(SAMPLERS[spec.sampler](rng, n, DIMENSIONS), np.empty(0))
     if r == 1 or ensemble is None:
@@ -369,6 +401,51 @@ def _out_of_bag(
         None,
         np.concatenate([ranked, np.full(len(fresh), -1)]),
     )
+
+
+def split_spans(spec: AdaptiveSpec, n: int) -> int:
+    """Spans of ``span_hours`` a round worth ``n`` scenarios buys: its ``n x days x 24``
+    scenario-hours (each of a scenario's households alike) over ``span_hours``, at least 1."""
+    assert spec.span_hours is not None
+    return max(1, n * spec.days * 24 // spec.span_hours)
+
+
+def _spans(
+    loaded: LoadedSpec, spec: AdaptiveSpec, rng: np.random.Generator, n: int, state: _State
+) -> _Choice:
+    """A round of spans: fresh points of the sampler (uniform for adaptive), each with a
+    start minute: anywhere for uniform and LHS; for adaptive, in an hour of the day drawn by
+    the ensemble's out-of-bag error per hour (scores: the drawn hour's probability)."""
+    assert spec.span_hours is not None
+    count = split_spans(spec, n)
+    span = spec.span_hours * 60
+    last = spec.days * MINUTES - span  # the latest start that fits the scenario
+    draw = SAMPLERS.get(spec.sampler, uniform)
+    points = draw(rng, count, DIMENSIONS)
+    if spec.sampler != "adaptive":
+        return _Choice(
+            points, np.empty(0), None, np.full(count, -1), starts=rng.integers(0, last + 1, count)
+        )
+    assert state.train is not None
+    assert state.ensemble is not None
+    loss = acquisition.out_of_bag(
+        state.ensemble.predict(state.train.x),
+        state.train.y,
+        state.ensemble.bags,
+        loaded.spec.data.task,
+    )
+    weights = acquisition.span_starts(
+        acquisition.by_hour(loss, state.train.minutes), spec.span_hours, spec.span_mix
+    )
+    hour = rng.choice(24, count, p=weights)
+    day = rng.integers(0, spec.days, count)
+    starts = day * MINUTES + hour * 60 + rng.integers(0, 60, count)
+    # A span that would run past the scenario's end starts a day earlier (same hour of the
+    # day) where the scenario has one, else at the latest start that fits.
+    late = starts > last
+    starts[late & (day > 0)] -= MINUTES
+    starts = np.minimum(starts, last)
+    return _Choice(points, weights[hour], None, np.full(count, -1), starts=starts)
 
 
 # Half the typical distance of two random points of the cube: close enough to count as the

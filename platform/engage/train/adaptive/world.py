@@ -6,7 +6,10 @@ spec's features (``window`` rows, a new one every ``stride`` rows, labelled ``ho
 rows after the last) per household. A faulty sensor's lost readings (NaN) are carried
 forward within the household, then backward, then set to 0: the model sees what a
 gateway holding the last value would give it. Windows remember which point they came
-from (``groups``), so an acquisition can score each candidate.
+from (``groups``), so an acquisition can score each candidate, and the minute of the day
+their label falls on (``minutes``), so it can score the hours of the day.
+:func:`cut_spans` keeps a span of each simulated table (``adaptive.span_hours``): the
+same rows the whole scenario has there, so a span is part of a scenario, not a variant.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ class Windows:
         Sensor rows simulated (households x days x 1440 per point).
     digest:
         sha256 of the simulated tables, in point order (the round's data fingerprint).
+    minutes:
+        Shape ``(n,)``: the minute of the day (0..1439) of each window's label row.
     """
 
     x: np.ndarray
@@ -45,6 +50,7 @@ class Windows:
     groups: np.ndarray
     rows: int
     digest: str
+    minutes: np.ndarray
 
     def __len__(self) -> int:
         return len(self.y)
@@ -59,6 +65,7 @@ def merge(parts: list[Windows]) -> Windows:
         np.concatenate([p.groups + o for p, o in zip(parts, offsets, strict=False)]),
         sum(p.rows for p in parts),
         ",".join(p.digest for p in parts),
+        np.concatenate([p.minutes for p in parts]),
     )
 
 
@@ -99,11 +106,12 @@ def windows_of(frames: list[pd.DataFrame], data: DataSpec, classes: tuple | None
     DataError
         A label outside ``classes``.
     """
-    xs, ys, groups = [], [], []
+    xs, ys, groups, minutes = [], [], [], []
     for i, frame in enumerate(frames):
-        x, y = _windows(frame, data)
+        x, y, m = _windows(frame, data)
         xs.append(x)
         ys.append(y)
+        minutes.append(m)
         groups.append(np.full(len(y), i, dtype=np.int64))
     return Windows(
         np.concatenate(xs).astype(np.float32),
@@ -111,6 +119,7 @@ def windows_of(frames: list[pd.DataFrame], data: DataSpec, classes: tuple | None
         np.concatenate(groups),
         sum(len(f) for f in frames),
         table_digest(pd.concat(frames, ignore_index=True)),
+        np.concatenate(minutes),
     )
 
 
@@ -160,18 +169,27 @@ def encode(y: np.ndarray, classes: tuple | None) -> np.ndarray:
     return index.astype(np.int64)
 
 
-def _windows(frame: pd.DataFrame, data: DataSpec) -> tuple[np.ndarray, np.ndarray]:
-    """All windows of one simulated table, per household, gaps filled."""
+def _windows(frame: pd.DataFrame, data: DataSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All windows of one simulated table, per household, gaps filled, and the minute of
+    the day of each window's label row."""
     reach = data.window - 1 + data.horizon
-    xs, ys = [], []
+    xs, ys, ms = [], [], []
     for _, rows in frame.groupby("household", sort=False):
         values = rows[list(data.features)].ffill().bfill().fillna(0.0).to_numpy(np.float32)
         target = rows[data.target].to_numpy()
+        stamps = rows["timestamp"].to_numpy().astype("datetime64[m]")
+        minute = (stamps - stamps.astype("datetime64[D]")).astype(np.int64)
         starts = np.arange(0, len(rows) - reach, data.stride)
+        if len(starts) == 0:  # a span shorter than a window and its horizon
+            xs.append(np.empty((0, data.window, len(data.features)), dtype=np.float32))
+            ys.append(target[:0])
+            ms.append(minute[:0])
+            continue
         view = sliding_window_view(values, data.window, axis=0)  # (rows-w+1, features, w)
         xs.append(view[starts].transpose(0, 2, 1))
         ys.append(target[starts + reach])
-    return np.concatenate(xs), np.concatenate(ys)
+        ms.append(minute[starts + reach])
+    return np.concatenate(xs), np.concatenate(ys), np.concatenate(ms)
 
 
 def split_prefix(
@@ -203,6 +221,7 @@ def split_prefix(
                 whole.groups[keep],
                 len(tail),
                 table_digest(tail.reset_index(drop=True)),
+                whole.minutes[keep],
             )
         )
     return windows_of(heads, data, classes), rest
@@ -222,3 +241,18 @@ def _in_prefix(frame: pd.DataFrame, data: DataSpec, minutes: int) -> np.ndarray:
         starts = np.arange(0, len(rows) - reach, data.stride)
         marks.append(starts + reach < minutes)
     return np.concatenate(marks)
+
+
+def cut_spans(frames: list[pd.DataFrame], starts: np.ndarray, minutes: int) -> list[pd.DataFrame]:
+    """Each simulated table's rows ``starts[i] .. starts[i] + minutes - 1`` (minutes since
+    its first row), for every household.
+
+    A span is row for row the whole table there (the simulator still computes the whole
+    scenario: its draws are vectorised per day and its thermal and air states run from
+    the first minute); the loop keeps, trains on and counts only the span's rows."""
+    cut = []
+    for frame, start in zip(frames, starts, strict=True):
+        minute = _minute(frame)
+        keep = (minute >= start) & (minute < start + minutes)
+        cut.append(frame[keep].reset_index(drop=True))
+    return cut
