@@ -3,7 +3,7 @@
 The drainer retries a *transient* fault (the server down or restarting, a 5xx, a timeout,
 "database is locked") with backoff, showing the lag. A *permanent* fault cannot heal by
 waiting: a damaged spool file, a half-created or out-of-date MLflow store, credentials
-the server refuses. Those stop the drainer with a :class:`~engage.errors.TrackingError`
+the server refuses, a tracking URI MLflow will not open (a file store, an unknown scheme). Those stop the drainer with a :class:`~engage.errors.TrackingError`
 (exit 5) whose message names the file or server and the repair to run.
 """
 
@@ -25,6 +25,13 @@ _SCHEMA_MARKS = (
     "can't locate revision",
 )
 _DAMAGE_MARKS = ("malformed", "not a database", "database corrupt")
+# MLflow itself will not open a store for the URI: its file store is in maintenance mode
+# (refused unless MLFLOW_ALLOW_FILE_STORE=true), or the scheme has no store at all.
+_REFUSED_URI_MARKS = (
+    "filesystem tracking backend",
+    "unsupported uri",
+    "could not find a registered",
+)
 _AUTH_CODES = {"UNAUTHENTICATED", "PERMISSION_DENIED"}
 # MLflow's client says "failed with error code 401 != 200" for a non-JSON refusal.
 _AUTH_TEXT = re.compile(r"error code (401|403)\b|\b(unauthorized|forbidden)\b")
@@ -62,6 +69,13 @@ def permanent_fault(exc: BaseException, uri: str | None) -> TrackingError | None
         )
     if any(mark in text for mark in _SCHEMA_MARKS + _DAMAGE_MARKS):
         return _store_fault(exc, shown, store)
+    if any(mark in text for mark in _REFUSED_URI_MARKS):
+        return TrackingError(
+            f"MLflow will not open the tracking URI {shown}: {_first_line(exc)}",
+            hint="track to a database (`sqlite:///path/mlflow.db`, the default under the home) "
+            "or an MLflow server (http://...); a file store needs MLFLOW_ALLOW_FILE_STORE=true. "
+            "Then run `engage sync`; nothing has been dropped from the spool",
+        )
     return None
 
 

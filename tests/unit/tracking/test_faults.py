@@ -223,3 +223,24 @@ def test_server_errors_are_retried_with_the_lag_shown(
     assert any("5 waiting" in w for w in warnings), warnings
     assert drainer.flush(timeout_s=1) is False  # retried, not raised
     drainer.stop()
+
+
+@pytest.mark.parametrize("scheme", ["file", "nosuchscheme"])
+def test_a_tracking_uri_mlflow_refuses_to_open_is_permanent(
+    tmp_path: Path, scheme: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # MLflow 3 refuses a file store (maintenance mode) unless MLFLOW_ALLOW_FILE_STORE is set,
+    # and has no store for an unknown scheme: no wait makes either work, so the drainer must
+    # not report "unreachable" and retry forever (a user's `--tracking-uri file:///...` did).
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    uri = f"{scheme}://{tmp_path / 'mlruns'}"
+    _spool_with_points(tmp_path / "spool.db", uri, 5)
+    drainer = Drainer(tmp_path / "spool.db", warn=lambda m: None)
+
+    fault = drainer.drain_once().fault
+
+    assert fault is not None, "retried as an outage"
+    assert uri in fault.message
+    assert "sqlite:///" in fault.hint
+    assert "nothing has been dropped" in fault.hint
+    drainer.stop()
