@@ -167,11 +167,61 @@ def ray_data_loader(data, spec, batch):
     return {"stall": wait / (wait + compute), "sps": batch / (wait + compute), "steps": len(waits)}
 
 
+def stall_anatomy(data, spec, batch, reps=30):
+    """Where an inline step's time goes with the features cache, per batch of ``batch`` on
+    one thread: the augmentation (of it, the jitter's random draws), gathering a shuffled
+    batch from the cache, the training step. CPU seconds of this thread (``thread_time``:
+    what the work costs, whatever the other processes on the node take) and wall seconds;
+    the fastest of 3 rounds of ``reps`` calls each."""
+    fitted = data.preprocess
+    if fitted is None or not fitted.augments:
+        return None
+    cached, per_epoch = fitted.split_for_cache()
+    n = min(len(data.train.x), 16 * batch)
+    features = torch.from_numpy(cached.transform(data.train.x[:n], train=False)[0])
+    idx = torch.randperm(n, generator=torch.Generator().manual_seed(0))[:batch]
+    x = features[idx]
+    y = torch.from_numpy(data.train.y[:n])[idx]
+    raw = data.train.x[:batch]
+    step = _step_fn(spec, data)
+    gen = torch.Generator()
+
+    def timed(fn):
+        fn()
+        cpu = wall = float("inf")
+        for _ in range(3):
+            c0, w0 = time.thread_time(), time.perf_counter()
+            for _ in range(reps):
+                fn()
+            cpu = min(cpu, (time.thread_time() - c0) / reps)
+            wall = min(wall, (time.perf_counter() - w0) / reps)
+        return cpu, wall
+
+    with torch_threads(1):
+        out = {
+            "augment": timed(lambda: per_epoch.transform(x.numpy(), train=True)),
+            "draws": timed(lambda: torch.randn(tuple(x.shape), generator=gen)),
+            "gather": timed(lambda: features[idx]),
+            "compute": timed(lambda: step(x, y)),
+            "preprocess": timed(lambda: fitted.transform(raw, train=True)),
+        }
+    out["shape"] = tuple(x.shape[1:])
+    print("  stall anatomy (cpu, wall ms): " + ", ".join(
+        f"{k} {out[k][0] * 1e3:.2f}/{out[k][1] * 1e3:.2f}"
+        for k in ("augment", "draws", "gather", "compute", "preprocess")
+    ))  # fmt: skip
+    return out
+
+
 def auto_tuned(data, spec, batch, steps, cores, compute_s, rounds):
-    """The loader ``train.loader: auto`` picks (its trials time the loader alone, within the
-    spec's search budget, ranked with the profiled step of ``compute_s`` seconds), then that
-    setting run end to end with the training step, back to back with the default loader
-    ``rounds`` times (median ratio, as for the remedies)."""
+    """The loader ``train.loader: auto`` picks (as the train stage runs the search: its
+    trials time the loader with the job's training step end to end, within the spec's
+    search budget), then that setting run end to end with the training step, back to back
+    with the default loader ``rounds`` times (median ratio, as for the remedies), and with
+    the other way to feed the same cache in the same rounds: inline when the search chose
+    a loader thread or worker, else a loader thread (prefetch 2). Each run is one epoch
+    of the training windows at least (``steps`` if more), after warm-up steps that empty
+    what a queue held ready (its depth plus two)."""
     search = spec.train.loader_search
     free = free_cpus()  # as the train stage reads it, before the trials
     started = time.perf_counter()
@@ -179,7 +229,9 @@ def auto_tuned(data, spec, batch, steps, cores, compute_s, rounds):
         result = tune_loader(
             data, batch, cores, time_budget_s=search.time_budget_seconds,
             memory_fraction=search.memory_fraction, compute_s_per_window=compute_s / batch,
-            epochs=spec.train.epochs, free_cpus=free,
+            epochs=spec.train.epochs, free_cpus=free, step_fn=_step_fn(spec, data),
+            features_only=data.stream is None and data.preprocess is not None
+            and data.preprocess.augments,
         )  # fmt: skip
     tune_s = time.perf_counter() - started
     for t in result.trials:  # the evidence, on stdout only
@@ -195,19 +247,30 @@ def auto_tuned(data, spec, batch, steps, cores, compute_s, rounds):
     sources = {"memory": "cache", "storage": "storage", "features": "features"}
     config = LoaderConfig(
         sources[cache], c.workers, "cpu" if data.preprocess else "none", c.batch, None,
-        c.prefetch,
+        c.prefetch, c.thread,
     )  # fmt: skip
     default = LoaderConfig("storage", 0, config.preprocess, batch)
-    step, runs, ratios = _step_fn(spec, data), [], []
+    overlapped = bool(c.thread or c.workers)
+    inline = (
+        LoaderConfig(sources[cache], 0, config.preprocess, c.batch)
+        if overlapped
+        else LoaderConfig(sources[cache], 0, config.preprocess, c.batch, None, 2, thread=True)
+    )
+    step, runs, inlines, ratios = _step_fn(spec, data), [], [], []
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp, torch_threads(1):
         store = WindowStore(data.train.x, data.train.y, Path(tmp))
+        n_steps = max(steps, store.batches(c.batch))
+        warm = max(config.prefetch, inline.prefetch) * max(1, c.workers) + 2
         for _ in range(rounds):
-            base = run_pipeline(store, default, data.preprocess, step, steps)
-            runs.append(run_pipeline(store, config, data.preprocess, step, steps))
+            base = run_pipeline(store, default, data.preprocess, step, n_steps, warm)
+            runs.append(run_pipeline(store, config, data.preprocess, step, n_steps, warm))
+            inlines.append(run_pipeline(store, inline, data.preprocess, step, n_steps, warm))
             ratios.append(runs[-1].samples_per_s / base.samples_per_s)
         # the features cache of the whole split: what the first epoch adds (0 otherwise)
         build_s = store.feature_seconds.get(id(data.preprocess), 0.0)
     got = sorted(runs, key=lambda r: r.samples_per_s)[len(runs) // 2]  # the median run
+    inline_got = sorted(inlines, key=lambda r: r.samples_per_s)[len(inlines) // 2]
     ratio = float(np.median(ratios))
     n, epochs = len(data.train.y), spec.train.epochs
     over_epochs = epochs * n / (build_s + epochs * n / got.samples_per_s)
@@ -218,6 +281,9 @@ def auto_tuned(data, spec, batch, steps, cores, compute_s, rounds):
     return {
         "result": result, "tune_s": tune_s, "stats": got, "ratio": ratio, "build_s": build_s,
         "over_epochs": over_epochs, "epochs": epochs, "windows": n, "cache": cache,
+        "other": inline_got, "other_thread": not overlapped, "steps": n_steps, "warmup": warm,
+        "rounds": rounds,
+        "load": (load_before, os.getloadavg()[0]), "cores": cores,
     }  # fmt: skip
 
 
@@ -246,6 +312,7 @@ def main() -> None:
         heavy_data, heavy.spec, rep_a.times.batch, args.steps, cores, rep_a.times.compute,
         args.rounds,
     )  # fmt: skip
+    anatomy = stall_anatomy(heavy_data, heavy.spec, rep_a.times.batch)
     ta = rep_a.times
     bound_step = max(ta.compute, ta.preprocess / cores)
     bound = ta.batch / bound_step
@@ -268,7 +335,7 @@ def main() -> None:
     command += "".join(f" --set {o}" for o in args.overrides)
     body = render(
         rep_a, base_a, rows_a, plain, best, bound, rep_b, base_b, rows_b, args, cores, command,
-        auto, raydata,
+        auto, raydata, anatomy,
     )  # fmt: skip
     write_section("input-pipeline", body)
     print(body)
@@ -284,19 +351,33 @@ def _whatif_table(rows) -> list[str]:
     return lines
 
 
-def _auto_lines(auto, bound, base_a, best, raydata=None) -> list[str]:
+def _auto_lines(auto, bound, base_a, best, raydata=None, anatomy=None) -> list[str]:
     """The auto-tuned loader's rows and its search, for table (a)."""
     c, got, cache = auto["result"].chosen, auto["stats"], auto["cache"]
     timed = sum(t.samples_per_s is not None for t in auto["result"].trials)
     ranked = "" if cache == c.cache else f"; the search ranked {c.cache} first"
+    thread = ", a loader thread" if c.thread else ""
     name = (
-        f"engage auto-tuned (prefetch {c.prefetch}, {c.workers} loader workers, cache in "
-        f"{cache} as training applies it{ranked})"
+        f"engage auto-tuned (prefetch {c.prefetch}, {c.workers} loader workers{thread}, cache "
+        f"in {cache} as training applies it{ranked})"
     )
+    after = ", epochs after the first" if cache == "features" else ""
     rows = [
-        f"| {name}{', epochs after the first' if cache == 'features' else ''} | "
+        f"| {name}{after} | "
         f"{got.samples_per_s:.0f} | {got.stall_ratio:.0%} | {got.samples_per_s / bound:.2f} |"
     ]
+    other = auto.get("other")
+    if other is not None:
+        how = (
+            "with a loader thread (prefetch 2), not chosen"
+            if auto["other_thread"]
+            else "inline (no loader thread or worker)"
+        )
+        rows.append(
+            f"| the same cache in {cache}, {how}{after} | "
+            f"{other.samples_per_s:.0f} | {other.stall_ratio:.0%} | "
+            f"{other.samples_per_s / bound:.2f} |"
+        )
     if cache == "features":
         rows.append(
             f"| {name}, over the spec's {auto['epochs']} epochs, cache build included | "
@@ -305,13 +386,38 @@ def _auto_lines(auto, bound, base_a, best, raydata=None) -> list[str]:
     peers = f"{got.samples_per_s / best['sps']:.2f}x the best plain DataLoader"
     if raydata:
         peers += f" and {got.samples_per_s / raydata['sps']:.2f}x Ray Data's defaults"
+    notes = [n for n in auto["result"].notes if n.startswith("trials timed")]
+    how = "loader with the training step, end to end" if notes else "loader alone"
     lines = [
         *rows,
         "",
-        f"Auto-tuned: {timed} of {len(auto['result'].trials)} candidates timed (loader alone) in "
-        f"{auto['tune_s']:.1f} s; end to end {auto['ratio']:.2f}x the default loader (median of "
-        f"back-to-back pairs), {peers} (runs not paired).",
+        f"Auto-tuned: {timed} of {len(auto['result'].trials)} candidates timed ({how}) in "
+        f"{auto['tune_s']:.1f} s; each engage row above is the median of {auto['rounds']} runs "
+        f"of {auto['steps']} steps (an epoch of the training windows at least; "
+        f"{auto['warmup']} warm-up steps first); end to end {auto['ratio']:.2f}x the "
+        f"default loader (median of back-to-back pairs), {peers} (runs not paired); "
+        f"1-minute load average {auto['load'][0]:.1f} before these runs and "
+        f"{auto['load'][1]:.1f} after, on {auto['cores']} cores.",
     ]
+    if anatomy is not None:
+        (ac, aw), (dc, dw) = anatomy["augment"], anatomy["draws"]
+        (gc, gw), (cc, cw) = anatomy["gather"], anatomy["compute"]
+        lines += [
+            "",
+            "Why the features cache stalled inline: per batch of "
+            f"{c.batch} windows on one thread (CPU ms of the thread / "
+            f"wall ms), the augmentation takes {ac * 1e3:.2f} / {aw * 1e3:.2f} ms (of which "
+            f"the jitter's random draws alone {dc * 1e3:.2f} / {dw * 1e3:.2f} ms: one normal "
+            f"draw per value of the {anatomy['shape'][0]} x {anatomy['shape'][1]} feature "
+            "window), gathering a shuffled batch from "
+            f"the cache {gc * 1e3:.2f} / {gw * 1e3:.2f} ms, the training step "
+            f"{cc * 1e3:.2f} / {cw * 1e3:.2f} ms. Inline, the next batch is prepared only "
+            "after the step returns, so every step pays the augmentation too. A loader "
+            "thread prepares it while the step computes: torch releases the GIL inside "
+            "its operators, so the two run on the two cores, with no process to start and "
+            "no batch to copy across (a loader worker process's transfer).",
+        ]
+        lines += _cpu_lines(auto, anatomy)
     if cache == "features":
         lines += [
             "",
@@ -323,9 +429,37 @@ def _auto_lines(auto, bound, base_a, best, raydata=None) -> list[str]:
             "after the first (a steady rate above it would not beat a true bound). Over the "
             f"spec's {auto['epochs']} epochs, the cache build included, the rate is "
             f"{auto['over_epochs']:.0f} samples/s ({auto['over_epochs'] / bound:.2f} of the "
-            "bound).",
+            "bound). In training, a loader thread prepares the next epoch's augmented "
+            "inputs while the current epoch trains (the first epoch's are computed before "
+            "it starts), the same inputs as without it.",
         ]
     return lines
+
+
+def _cpu_lines(auto, anatomy) -> list[str]:
+    """The loader thread's run in CPU time: what each thread worked per step, and the share
+    of the bound that gives on two cores free of other work (a projection, not a run)."""
+    runs = [auto["stats"]] + ([auto["other"]] if auto.get("other") is not None else [])
+    threaded = next((r for r in runs if r.loader_cpu is not None), None)
+    if threaded is None:
+        return []
+    main, loader = threaded.main_cpu, threaded.loader_cpu
+    compute, prep = anatomy["compute"][0], anatomy["preprocess"][0]
+    bound = max(compute, prep / auto["cores"])
+    return [
+        "",
+        "The loader thread's run in CPU time (each thread's `thread_time`, which waiting for "
+        "a core does not count): per step the training thread worked "
+        f"{main * 1e3:.2f} ms (the step, taking the batch) and the loader thread "
+        f"{loader * 1e3:.2f} ms (the augmentation), against a wall step of "
+        f"{threaded.step * 1e3:.2f} ms (the rest is time a thread waited: for the other, or "
+        "for a core other processes held). "
+        f"In the same CPU time the bound is max(step {compute * 1e3:.2f} ms, whole "
+        f"preprocessing {prep * 1e3:.2f} ms / {auto['cores']} cores) = {bound * 1e3:.2f} ms; "
+        "on two cores free of other work the threads would take max(training, loader) = "
+        f"{max(main, loader) * 1e3:.2f} ms per step, {bound / max(main, loader):.2f} of the "
+        "bound (a load-adjusted projection from CPU time, not a measured rate).",
+    ]
 
 
 def _free_bound_line(ta, auto, raydata, best, base_a) -> list[str]:
@@ -349,7 +483,7 @@ def _free_bound_line(ta, auto, raydata, best, base_a) -> list[str]:
 
 def render(
     rep_a, base_a, rows_a, plain, best, bound, rep_b, base_b, rows_b, args, cores, command,
-    auto=None, raydata=None,
+    auto=None, raydata=None, anatomy=None,
 ) -> str:  # fmt: skip
     ta, tb = rep_a.times, rep_b.times
     plain_rows = [
@@ -400,7 +534,7 @@ def render(
             if raydata
             else []
         ),
-        *(_auto_lines(auto, bound, base_a, best, raydata) if auto else []),
+        *(_auto_lines(auto, bound, base_a, best, raydata, anatomy) if auto else []),
         *(_free_bound_line(ta, auto, raydata, best, base_a) if auto else []),
         "",
         f"Best plain DataLoader: num_workers={best['workers']}, {best['sps'] / base_a.samples_per_s:.2f}x "

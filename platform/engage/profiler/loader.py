@@ -4,9 +4,9 @@ A job's training windows are written once as batch-sized ``.npy`` shards (its st
 :func:`run_pipeline` then streams them (throttled, cold), serves them from memory (the
 cache of decoded windows) or serves the deterministic preprocessing's output from memory
 (the cache of features: only augmentation runs per batch), preprocesses each batch inline,
-in DataLoader workers or on the GPU, and runs the training step, timing the wait for data
-apart from the compute. It is the same pipeline whether the profiler isolates one stage or
-the benchmark runs a remedy end to end.
+in a loader thread of this process, in DataLoader workers or on the GPU, and runs the
+training step, timing the wait for data apart from the compute. It is the same pipeline
+whether the profiler isolates one stage or the benchmark runs a remedy end to end.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from engage.data.preprocess.ahead import Ahead
 from engage.profiler.throttle import read_throttled
 
 
@@ -36,7 +37,8 @@ class LoaderConfig:
         computed once by :meth:`WindowStore.features` and held in memory; each batch then
         runs only the augmentation and what follows it).
     workers : int
-        DataLoader worker processes; 0 loads and preprocesses inline, between steps.
+        DataLoader worker processes; 0 loads and preprocesses in this process (inline,
+        between steps, or in a loader thread: ``thread``).
     preprocess : str
         ``none``, ``cpu`` (in the loader) or ``gpu`` (on the training device).
     batch : int
@@ -44,7 +46,13 @@ class LoaderConfig:
     bandwidth : float or None
         Storage read rate in bytes/s shared by all workers; ``None`` reads at full speed.
     prefetch : int
-        Batches each DataLoader worker loads ahead (its ``prefetch_factor``; unused inline).
+        Batches each DataLoader worker loads ahead (its ``prefetch_factor``), or the loader
+        thread holds ready; unused inline.
+    thread : bool
+        With no workers, load and preprocess in a background thread of this process that
+        keeps ``prefetch`` batches ready (:class:`engage.data.preprocess.ahead.Ahead`):
+        torch releases the GIL inside its operators, so the batch is prepared on another
+        core while the step computes, with no batch to copy across from a worker process.
     """
 
     source: Literal["storage", "cache", "features"] = "storage"
@@ -53,6 +61,7 @@ class LoaderConfig:
     batch: int = 128
     bandwidth: float | None = None
     prefetch: int = 2
+    thread: bool = False
 
 
 class WindowStore:
@@ -148,12 +157,20 @@ class RunStats:
         Mean time of the training step itself.
     samples_per_s : float
         Windows per second through the whole pipeline.
+    main_cpu : float
+        CPU seconds of the training thread per step (its ``thread_time``: waiting takes
+        none, so on a busy node this is the work the thread did, not the time it took).
+    loader_cpu : float or None
+        CPU seconds of the loader thread per step (None without one; loader worker
+        processes are not counted).
     """
 
     step: float
     wait: float
     compute: float
     samples_per_s: float
+    main_cpu: float = 0.0
+    loader_cpu: float | None = None
 
     @property
     def stall_ratio(self) -> float:
@@ -198,7 +215,13 @@ def run_pipeline(
     if config.source == "features" and fitted is not None:  # the cache holds the rest's input
         on_gpu = fitted.split_for_cache()[1]
     waits, computes, it = [], [], _cycle(loader)
+    if config.thread and not config.workers:
+        it = Ahead(it, max(1, config.prefetch))
+    cpu0 = loader0 = 0.0
     for k in range(warmup + steps):
+        if k == warmup:
+            cpu0 = time.thread_time()
+            loader0 = it.cpu_seconds if isinstance(it, Ahead) else 0.0
         t0 = time.perf_counter()
         x, y = next(it)
         if config.preprocess == "gpu" and on_gpu is not None and on_gpu.steps:
@@ -210,9 +233,13 @@ def run_pipeline(
         if k >= warmup:
             waits.append(t1 - t0)
             computes.append(t2 - t1)
+    main_cpu = (time.thread_time() - cpu0) / max(1, steps)
+    loader_cpu = (it.cpu_seconds - loader0) / max(1, steps) if isinstance(it, Ahead) else None
     it.close()  # ends the epoch loop, so persistent workers shut down with the loader
     wait, compute = float(np.mean(waits)), float(np.mean(computes))
-    return RunStats(wait + compute, wait, compute, config.batch / (wait + compute))
+    return RunStats(
+        wait + compute, wait, compute, config.batch / (wait + compute), main_cpu, loader_cpu
+    )
 
 
 def _cycle(loader: torch.utils.data.DataLoader):

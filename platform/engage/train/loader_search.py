@@ -7,8 +7,10 @@ trial, so it backs off when something else takes memory meanwhile), stops at its
 budget, and returns the fastest with every trial as evidence (:class:`TuneResult`).
 :func:`two_phase_search` spends a short budget well: first each kind of loader (inline or
 with worker processes, cached or from storage, each batch size) at the default prefetch
-depth, then the other prefetch depths of the fastest only. Nothing here reads a clock or
-the node's memory unless given the default functions, so tests pass fakes.
+depth, then the other prefetch depths of the fastest only. A loader thread (batches
+prepared in a background thread of the training process, on a spare core) is a kind of
+loader too. Nothing here reads a clock or the node's memory unless given the default
+functions, so tests pass fakes.
 """
 
 from __future__ import annotations
@@ -42,30 +44,39 @@ class Candidate:
         Batches loaded ahead of the step (per loader worker; Ray Data's ``prefetch_batches``
         on a streamed split).
     workers : int
-        Loader processes preprocessing in parallel; 0 loads inline between steps.
+        Loader processes preprocessing in parallel; 0 loads in the training process.
     batch : int
         Windows per step and worker.
     cache : str
         ``memory`` (decoded windows held in memory), ``storage`` (read every epoch) or
         ``features`` (the deterministic preprocessing's output, computed in the first epoch
         and held in memory; later epochs run only the augmentation on it).
+    thread : bool
+        With no loader processes: batches are prepared in a background thread of the
+        training process, ``prefetch`` ahead, while the step computes (torch releases the
+        GIL inside its operators); training then prepares the next epoch's augmented
+        inputs of a ``features`` cache in that thread.
     """
 
     prefetch: int
     workers: int
     batch: int
     cache: Cache = "memory"
+    thread: bool = False
 
     def footprint(self, window_bytes: int, dataset_bytes: int, feature_bytes: int = 0) -> int:
         """Bytes this setting holds at once: batches in flight, plus the cache when in memory.
 
         Each in-flight batch is counted twice (the loader's copy and the one handed over).
         ``dataset_bytes`` is what a cache of decoded windows adds, ``feature_bytes`` what a
-        cache of the deterministic preprocessing's output of the whole split adds.
+        cache of the deterministic preprocessing's output of the whole split adds; a
+        loader thread on a features cache adds that much again: the next epoch's inputs,
+        prepared while the current one trains.
         """
         in_flight = self.prefetch * max(1, self.workers) * self.batch * window_bytes * 2
         cache = {"memory": dataset_bytes, "features": feature_bytes}.get(self.cache, 0)
-        return in_flight + cache
+        ahead = feature_bytes if self.thread and self.cache == "features" else 0
+        return in_flight + cache + ahead
 
 
 @dataclass(frozen=True)
@@ -73,7 +84,9 @@ class Trial:
     """What became of one candidate: its throughput, or why it was not run.
 
     ``loader_samples_per_s`` is the loader alone, as timed; ``samples_per_s`` the training
-    throughput predicted from it (:func:`predicted_rate`), by which candidates are ranked.
+    throughput predicted from it (:func:`predicted_rate`), by which candidates are ranked,
+    or, for a trial timed end to end with the training step, measured (and
+    ``loader_samples_per_s`` is None).
     """
 
     candidate: Candidate
@@ -159,7 +172,8 @@ def candidate_space(
         The spec's per-worker batch.
     cores : int
         CPU cores the loader may use: loader workers go up to ``cores - 1`` (one is the
-        training step's), at most 4.
+        training step's), at most 4; with two or more, a loader thread is tried too, after
+        inline loading and before loader processes (no process, no batch copied across).
     tune_batch : bool
         Also try half and twice ``batch`` (the spec's opt-in).
     storage : bool
@@ -169,15 +183,17 @@ def candidate_space(
         after the first run only the augmentation (the job has window preprocessing).
     """
     batches = [batch] + ([b for b in (batch // 2, batch * 2) if b >= 1] if tune_batch else [])
-    workers = [0] + [n for n in (1, 2, 4) if n <= max(0, cores - 1)]
+    workers = [n for n in (1, 2, 4) if n <= max(0, cores - 1)]
     caches: list[Cache] = ["features"] if features else []
     caches += ["memory", "storage"] if storage else ["memory"]
-    return [
-        Candidate(DEFAULT_PREFETCH if n else 1, n, b, cache)  # inline prefetches nothing
-        for b in batches
-        for cache in caches
-        for n in workers
-    ]
+    kinds = []
+    for b in batches:
+        for cache in caches:
+            kinds.append(Candidate(1, 0, b, cache))  # inline prefetches nothing
+            if cores >= 2:
+                kinds.append(Candidate(DEFAULT_PREFETCH, 0, b, cache, thread=True))
+            kinds += [Candidate(DEFAULT_PREFETCH, n, b, cache) for n in workers]
+    return kinds
 
 
 def predicted_rate(
@@ -186,28 +202,34 @@ def predicted_rate(
     """Training samples per second under ``c``, from its loader's rate alone and the step's.
 
     Inline loading (no loader workers) runs between steps, so a batch costs its loading plus
-    its compute; loader workers load while the step computes, so a batch costs the slower of
-    the two (DS-Analyzer's overlap model; the profiler predicts remedies the same way) when
-    the node has a CPU free for each of them besides the step's. ``free_cpus`` is the CPU
-    capacity other processes leave (``None``: all the workers need): with less, the share
-    of the workers without a CPU of their own time-shares with the step and their overlap
-    shrinks in proportion (none with one free CPU: the sum, as inline).
+    its compute; loader workers (or a loader thread, counted as one worker) load while the
+    step computes, so a batch costs the slower of the two (DS-Analyzer's overlap model; the
+    profiler predicts remedies the same way) when the node has a CPU free for each of them
+    besides the step's. ``free_cpus`` is the CPU capacity other processes leave (``None``:
+    all the workers need): with less, the share of the workers without a CPU of their own
+    time-shares with the step and their overlap shrinks in proportion (none with one free
+    CPU: the sum, as inline).
     ``compute_s_per_window`` is the training step's seconds per window (0: loader alone).
     """
     if loader_rate <= 0:
         return 0.0
     load, compute = 1.0 / loader_rate, compute_s_per_window
-    if not c.workers:
+    loaders = c.workers or (1 if c.thread else 0)
+    if not loaders:
         return 1.0 / (load + compute)
-    spare = 1.0 if free_cpus is None else min(1.0, max(0.0, (free_cpus - 1.0) / c.workers))
+    spare = 1.0 if free_cpus is None else min(1.0, max(0.0, (free_cpus - 1.0) / loaders))
     return 1.0 / (max(load, compute) + (1.0 - spare) * min(load, compute))
 
 
 def prefetch_variants(c: Candidate) -> list[Candidate]:
     """``c`` at the other prefetch depths (none for inline loading, which has no queue)."""
-    if not c.workers:
+    if not c.workers and not c.thread:
         return []
-    return [Candidate(d, c.workers, c.batch, c.cache) for d in PREFETCH_DEPTHS if d != c.prefetch]
+    return [
+        Candidate(d, c.workers, c.batch, c.cache, c.thread)
+        for d in PREFETCH_DEPTHS
+        if d != c.prefetch
+    ]
 
 
 def amortized_rate(cached_rate: float, first_s_per_window: float, epochs: int) -> float:
@@ -233,6 +255,7 @@ def search(
     clock: Callable[[], float] = time.perf_counter,
     reserve_bytes: int = RESERVE_BYTES,
     predict: Callable[[Candidate, float], float] = lambda c, rate: rate,
+    loader_alone: bool = True,
 ) -> TuneResult:
     """Time each candidate that fits in memory until the time budget is spent; pick the fastest.
 
@@ -256,6 +279,9 @@ def search(
         Wall time for all trials; a trial under way finishes, the rest are not tried.
     clock : callable
         Seconds, for the time budget (a fake in tests).
+    loader_alone : bool
+        Whether ``time_fn`` times the loader alone (recorded as each trial's
+        ``loader_samples_per_s``) or the loader with the training step, end to end.
 
     Raises
     ------
@@ -281,7 +307,8 @@ def search(
         else:
             t0 = clock()
             rate = time_fn(c)
-            trials.append(Trial(c, predict(c, rate), clock() - t0, loader_samples_per_s=rate))
+            alone = rate if loader_alone else None
+            trials.append(Trial(c, predict(c, rate), clock() - t0, loader_samples_per_s=alone))
     best = _cheapest_fast(trials)
     notes = () if best else ("no candidate could be timed: the first is kept",)
     chosen = best.candidate if best else candidates[0]

@@ -1,11 +1,15 @@
-"""``train.loader: auto``: pick the input pipeline's settings by timing the loader alone.
+"""``train.loader: auto``: pick the input pipeline's settings by timing short trials.
 
-Before training, short timed trials of the loader (no model) try each candidate setting:
-prefetch depth, loader worker processes (preprocessing parallelism), where the decoded
-windows live (read from storage every epoch, or cached in memory) and, when the spec opts
-in (``train.loader_search.tune_batch_size``), half and twice the batch. The trials reuse
-the profiler's pipeline (:func:`engage.profiler.run_pipeline`), so ``engage profile`` and
-the tuner measure the same thing.
+Before training, short timed trials try each candidate setting: prefetch depth, loader
+worker processes (preprocessing parallelism), a loader thread in the training process
+(batches prepared on a second core while the step computes), where the decoded windows
+live (read from storage every epoch, or cached in memory) and, when the spec opts in
+(``train.loader_search.tune_batch_size``), half and twice the batch. The train stage times
+each trial end to end, the loader with the job's training step, so that how far a thread
+or worker overlaps the step is measured on the node as it is; without a step, a trial
+times the loader alone and the overlap is predicted. The trials reuse the profiler's
+pipeline (:func:`engage.profiler.run_pipeline`), so ``engage profile`` and the tuner
+measure the same thing.
 
 A memory budget bounds the search: a share of the node's available memory, read with
 psutil before every trial. A candidate whose prefetched batches and cache would take more
@@ -27,6 +31,7 @@ and every candidate's throughput as an artifact (``loader_tuning.json``).
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,6 +54,10 @@ TRIAL_STEPS = 6
 #: Timed runs per trial; the fastest counts: on a shared node a burst of other work slows
 #: one short run, and ranking on single runs let that noise pick the loader.
 TRIAL_REPEATS = 2
+#: Timed batches per trial timed end to end with the training step, after the queue's depth
+#: plus two warm-up steps (so the batches a queue held ready before timing do not count as
+#: prepared while the step ran).
+TRIAL_STEPS_WITH_STEP = 16
 #: Batches of the training windows the trials read (they cycle over them): a features
 #: cache for the trials is built on these only, not on the whole split.
 TRIAL_BATCHES = 16
@@ -75,8 +84,11 @@ def tune_loader(
     compute_s_per_window: float = 0.0,
     epochs: int = 1,
     free_cpus: float | None = None,
+    step_fn: Any = None,
+    features_only: bool = False,
 ) -> TuneResult:
-    """Time the loader alone on ``data``'s training windows under each candidate.
+    """Time the loader alone (or, with ``step_fn``, with the training step) on ``data``'s
+    training windows under each candidate.
 
     The windows are those the data stage holds (the whole split in memory, or the sample of
     a streamed one); storage candidates read them back from batch-sized shards written under
@@ -92,6 +104,16 @@ def tune_loader(
     its memory is the features of the whole split. ``free_cpus`` (the CPU capacity other
     processes leave, read before the trials) limits how much loader workers are predicted to
     overlap the step (:func:`~engage.train.loader_search.predicted_rate`).
+
+    With ``step_fn`` (one training step on a batch: the job's model, loss and optimiser),
+    each trial times the loader and the step together, end to end, and candidates are
+    ranked by that measured rate instead: how far a loader thread or worker overlaps the
+    step depends on the cores the node's other processes leave at that moment, which the
+    measurement sees and the load average only estimates.
+
+    ``features_only`` keeps only the ``features`` candidates: the train stage trains an
+    in-memory split whose preprocessing augments on its features cache whatever the search
+    ranks first, so the search spends its budget on the ways to feed that cache.
     """
     from engage.profiler.loader import LoaderConfig, WindowStore, run_pipeline
     from engage.profiler.measure import torch_threads
@@ -112,6 +134,8 @@ def tune_loader(
         min(batch, max(1, len(x))), cores, tune_batch=tune_batch, features=fitted is not None
     )
     kinds = [c for c in kinds if c.batch <= len(x)]
+    if features_only and fitted is not None:
+        kinds = [c for c in kinds if c.cache == "features"]
     prep = "cpu" if fitted is not None else "none"
     sources = {"memory": "cache", "storage": "storage", "features": "features"}
     trial_x = x[: TRIAL_BATCHES * max(c.batch for c in kinds)] if kinds else x
@@ -124,11 +148,17 @@ def tune_loader(
                 store.features(fitted)
 
         def rate(c: Candidate) -> float:
-            """Samples per second of the loader alone under ``c`` (over the spec's epochs,
-            for a features cache)."""
-            config = LoaderConfig(sources[c.cache], c.workers, prep, c.batch, None, c.prefetch)
+            """Samples per second of the loader alone under ``c``, or with ``step_fn`` end to
+            end (over the spec's epochs, for a features cache)."""
+            config = LoaderConfig(
+                sources[c.cache], c.workers, prep, c.batch, None, c.prefetch, c.thread
+            )
+            steps, warmup = TRIAL_STEPS, 1
+            if step_fn is not None:
+                queued = c.prefetch * max(1, c.workers) if c.workers or c.thread else 0
+                steps, warmup = TRIAL_STEPS_WITH_STEP, queued + 2
             runs = [
-                run_pipeline(store, config, fitted, steps=TRIAL_STEPS, warmup=1).samples_per_s
+                run_pipeline(store, config, fitted, step_fn, steps, warmup).samples_per_s
                 for _ in range(TRIAL_REPEATS)
             ]
             best = max(runs)  # the run other processes' bursts slowed least
@@ -137,6 +167,17 @@ def tune_loader(
             first = store.feature_seconds[id(fitted)] / len(store.x)
             return amortized_rate(best, first, epochs)
 
+        if step_fn is not None:
+            result = two_phase_search(
+                kinds,
+                rate,
+                budget_bytes=budget,
+                footprint=lambda c: c.footprint(window_bytes, dataset_bytes, feature_bytes),
+                time_budget_s=time_budget_s,
+                loader_alone=False,
+            )
+            note = "trials timed end to end: the loader and the training step together"
+            return dataclasses.replace(result, notes=(*result.notes, note))
         return two_phase_search(
             kinds,
             rate,
@@ -171,7 +212,8 @@ def summary(result: TuneResult) -> str:
     n = sum(t.samples_per_s is not None for t in result.trials)
     c = result.chosen
     return (
-        f"auto-tuned: prefetch {c.prefetch}, {c.workers} loader workers, batch {c.batch}, "
+        f"auto-tuned: prefetch {c.prefetch}, {c.workers} loader workers"
+        f"{', a loader thread' if c.thread else ''}, batch {c.batch}, "
         f"cache in {c.cache} ({result.params()['loader.samples_per_s']} samples/s; "
         f"{n} of {len(result.trials)} candidates timed in {result.seconds:.1f} s)"
     )
@@ -187,12 +229,13 @@ def apply(result: TuneResult, job: Any, data: Any = None) -> tuple[Any, dict[str
     cache on an in-memory split with ``data`` given (:func:`cache_features`: workers then
     train on the cached deterministic features and augment them each epoch; the train
     stage does so for every in-memory split whose preprocessing augments, whatever the
-    choice). Loader worker processes have no place in the training loop: an in-memory
-    split's preprocessing runs in the data stage (or, cached, once), a streamed split's in
-    Ray Data's readers.
+    choice); a loader thread on such a cache (``TrainJob.augment_ahead``: each worker
+    augments the next epoch's inputs in a background thread while the current epoch
+    trains, :class:`~engage.data.preprocess.ahead.EpochInputs`; the same inputs, so the
+    same batches). Loader worker processes have no place in the training loop: an
+    in-memory split's preprocessing runs in the data stage (or, cached, once), a streamed
+    split's in Ray Data's readers.
     """
-    import dataclasses
-
     c, train = result.chosen, job.train
     applied: dict[str, str] = {}
     if train.loader_search.tune_batch_size:
@@ -233,6 +276,24 @@ def apply(result: TuneResult, job: Any, data: Any = None) -> tuple[Any, dict[str
     else:
         job = cache_features(job, data)
         applied["cache"] = "features: deterministic features cached, augmentation each epoch"
+    if not c.thread:
+        applied["thread"] = "not chosen: the batches are prepared between steps"
+    elif job.streamed is not None:
+        applied["thread"] = (
+            "not applied: a streamed split's blocks are read ahead by Ray Data's iterator "
+            "(the prefetch depth) and augmented as they arrive"
+        )
+    elif job.augment is None:
+        applied["thread"] = (
+            "not applied: an in-memory split without augmentation is indexed in memory, "
+            "there is nothing to prepare ahead"
+        )
+    else:
+        job = dataclasses.replace(job, augment_ahead=True)
+        applied["thread"] = (
+            "the next epoch's augmentation runs in a background thread of each worker "
+            "while the current epoch trains"
+        )
     return job, applied
 
 
@@ -247,8 +308,6 @@ def cache_features(job: Any, data: Any, put: Any = None) -> Any:
     (``TrainJob.augment``). Without augmentation the cache is the data stage's input as
     it is, and nothing runs per epoch.
     """
-    import dataclasses
-
     fitted = data.preprocess
     if not fitted.augments:
         return job
@@ -273,10 +332,13 @@ def tune_for_job(job: Any, data: Any, run: RunRecorder | None = None) -> tuple[A
     """Search the loader settings of ``job`` on its prepared ``data``, record them with
     ``run`` (when given) and return the job with the choice applied, and the result.
 
+    The search is one worker's: its trials run the job's training step end to end
+    (:func:`training_step`), and its loader may use the node's cores less the other
+    workers' CPUs (``train.num_workers`` times ``resources_per_worker.CPU``), so a loader
+    thread or process is tried only where a worker has a core to spare.
+
     Nothing is searched unless ``job.train.loader`` is ``auto``; the caller checks that.
     """
-    import dataclasses
-
     from engage.profiler.measure import free_cpus, torch_threads, usable_cores
 
     train = job.train
@@ -284,12 +346,14 @@ def tune_for_job(job: Any, data: Any, run: RunRecorder | None = None) -> tuple[A
     search_spec = train.loader_search
     batch = max(1, train.batch_size // train.num_workers)
     threads = int(train.resources_per_worker.get("CPU", 1) or 1)
+    # One worker's share of the node: the other workers' CPUs are not its loader's to use.
+    cores = max(1, usable_cores() - (train.num_workers - 1) * threads)
     with torch_threads(threads):
         compute = compute_seconds(job, data.model_inputs("train"), data.train.y, batch)
-    result = tune_loader(
+    result = tune_loader(  # trials end to end with the job's step: the overlap as it runs
         data,
         batch,
-        usable_cores(),
+        cores,
         threads=threads,
         time_budget_s=search_spec.time_budget_seconds,
         memory_fraction=search_spec.memory_fraction,
@@ -297,13 +361,33 @@ def tune_for_job(job: Any, data: Any, run: RunRecorder | None = None) -> tuple[A
         compute_s_per_window=compute / batch,
         epochs=train.epochs,
         free_cpus=free,
+        step_fn=training_step(job),
+        features_only=getattr(data, "stream", None) is None
+        and data.preprocess is not None
+        and data.preprocess.augments,
     )
     step_note = f"training step alone: {compute * 1e3:.2f} ms per batch of {batch}"
-    result = dataclasses.replace(result, notes=(*result.notes, step_note))
+    cores_note = (
+        f"{cores} of the node's {usable_cores()} cores per worker "
+        f"({train.num_workers} training workers of {threads} CPU each)"
+    )
+    result = dataclasses.replace(result, notes=(*result.notes, step_note, cores_note))
     job, applied = apply(result, job, data)
     if run is not None:
         record(result, run, applied)
     return job, result
+
+
+def training_step(job: Any) -> Any:
+    """One training step of ``job``'s model on a batch, as a closure ``step(x, y)``: the
+    profiler's step (:func:`engage.profiler.compute.make_step`), for end-to-end trials."""
+    from types import SimpleNamespace
+
+    from engage.profiler.compute import make_step
+
+    # make_step reads the model, train and task sections of a pipeline spec only
+    spec = SimpleNamespace(model=job.model, train=job.train, data=SimpleNamespace(task=job.task))
+    return make_step(spec, job.shape)  # type: ignore[arg-type]
 
 
 def compute_seconds(job: Any, inputs: Any, y: Any, batch: int, steps: int = 3) -> float:

@@ -99,6 +99,10 @@ class TrainJob:
     # epoch's draws), when train_x is a cache of the deterministic features
     # (engage.train.loader_tune.cache_features); None: train_x is the model input as it is.
     augment: Any = None
+    # With ``augment``: each worker prepares the next epoch's augmented inputs in a
+    # background thread while the current epoch trains (train.loader: auto's loader thread;
+    # engage.data.preprocess.ahead.EpochInputs). The same inputs, so the same batches.
+    augment_ahead: bool = False
 
 
 def make_optimizer(spec: TrainSpec, params: Any) -> torch.optim.Optimizer:
@@ -171,6 +175,7 @@ class Worker:
     # The shard's windows [lo, hi) of the split when it is this worker's own dataset
     # (engage.data.stream_ingest); None: Ray Data's streaming split dealt its blocks.
     span: tuple[int, int] | None = None
+    inputs: Any = None  # the EpochInputs of a job with augment_ahead, made on first use
 
     @property
     def rows(self) -> int:
@@ -222,10 +227,21 @@ def memory_batches(w: Worker, epoch: int) -> Iterator[tuple[torch.Tensor, torch.
     """This worker's batches of the in-memory split: its slice of the epoch's order.
 
     With a features cache (``job.augment``), the epoch's augmentation runs over the cache
-    first (its time counts as the first step's data wait).
+    first (its time counts as the first step's data wait), or, with ``job.augment_ahead``,
+    ran in a background thread during the epoch before (epoch 1's, and a resumed run's
+    first, are computed here).
     """
     order = epoch_order(len(w.y), w.job.train.seed, epoch, w.job.shuffle_buffer)
-    x = w.x if w.job.augment is None else epoch_inputs(w.x, w.job.augment, epoch)
+    if w.job.augment is None:
+        x = w.x
+    elif w.job.augment_ahead:
+        if w.inputs is None:
+            from engage.data.preprocess.ahead import EpochInputs
+
+            w.inputs = EpochInputs(w.x, w.job.augment, w.job.train.epochs)
+        x = w.inputs.get(epoch)
+    else:
+        x = epoch_inputs(w.x, w.job.augment, epoch)
     for idx in order[w.rank * w.n_per : (w.rank + 1) * w.n_per].split(w.per_worker):
         yield x[idx], w.y[idx]
 

@@ -52,3 +52,19 @@ def test_augmentation_applies_to_train_only_and_repeats_with_the_seed() -> None:
     assert np.array_equal(first, again)
     assert np.array_equal(served, x)
     assert len(fitted.module().ops) == 0
+
+
+def test_jitter_and_scale_give_exactly_the_values_of_their_formulas() -> None:
+    # Their noise is scaled in place (one pass fewer over a batch): the values, and so the
+    # batches for a seed, are bit for bit those of x + std * z and x * (1 + std * z).
+    x = torch.from_numpy(windows(n=40, window=33, features=7, seed=2))
+    jitter = make_operator("jitter", {"std": 0.05, "seed": 1})
+    scale = make_operator("scale", {"std": 0.1, "seed": 2})
+
+    got_jitter = jitter.transform(x, {}, _gen("cpu", 1))
+    got_scale = scale.transform(x, {}, _gen("cpu", 2))
+
+    assert torch.equal(got_jitter, x + 0.05 * torch.randn(x.shape, generator=_gen("cpu", 1)))
+    z = torch.randn((40, 1, 7), generator=_gen("cpu", 2))
+    assert torch.equal(got_scale, x * (1.0 + 0.1 * z))
+    assert torch.equal(x, torch.from_numpy(windows(n=40, window=33, features=7, seed=2)))

@@ -153,3 +153,113 @@ def test_loader_workers_overlap_the_step_only_with_cpus_to_spare() -> None:
     assert none == pytest.approx(1 / (load + step))  # one CPU for all: the sum, as inline
     assert half == pytest.approx(1 / (load + 0.5 * step))
     assert predicted_rate(one, 1 / load, step) == pytest.approx(spare)  # unknown: all free
+
+
+def test_a_loader_thread_is_tried_after_inline_when_a_core_is_spare() -> None:
+    space = candidate_space(32, cores=2, features=True)
+
+    assert space[:3] == [
+        Candidate(1, 0, 32, "features"),
+        Candidate(2, 0, 32, "features", thread=True),
+        Candidate(2, 1, 32, "features"),
+    ]
+    assert not any(c.thread for c in candidate_space(32, cores=1, features=True))
+    # a thread's queue has depths to try; inline loading has none
+    from engage.train.loader_search import prefetch_variants
+
+    assert [c.prefetch for c in prefetch_variants(Candidate(2, 0, 32, thread=True))] == [1, 4, 8]
+
+
+def test_a_thread_on_the_features_cache_counts_the_next_epochs_inputs_too() -> None:
+    inline = Candidate(1, 0, 32, "features")
+    thread = Candidate(2, 0, 32, "features", thread=True)
+
+    assert thread.footprint(100, 5_000, 70_000) == 2 * 32 * 100 * 2 + 2 * 70_000
+    assert inline.footprint(100, 5_000, 70_000) == 32 * 100 * 2 + 70_000
+
+
+def test_a_loader_thread_overlaps_the_step_like_a_worker_with_a_spare_cpu() -> None:
+    from engage.train.loader_search import predicted_rate
+
+    thread = Candidate(2, 0, 32, "features", thread=True)
+    load, step = 0.004, 0.001
+
+    assert predicted_rate(thread, 1 / load, step, free_cpus=2.0) == pytest.approx(1 / load)
+    assert predicted_rate(thread, 1 / load, step, free_cpus=1.0) == pytest.approx(1 / (load + step))
+    assert predicted_rate(thread, 1 / load, step) == pytest.approx(1 / load)
+
+
+def test_a_thread_choice_prepares_the_next_epoch_ahead_with_the_same_batches(monkeypatch) -> None:
+    import ray
+
+    monkeypatch.setattr(ray, "put", lambda arrays: arrays)
+    data = _data()
+    inline = TuneResult(Candidate(1, 0, 16, "features"), (), 2**30)
+    thread = TuneResult(Candidate(2, 0, 16, "features", thread=True), (), 2**30)
+
+    job, said = apply(thread, _job(data, epochs=3), data)
+    plain, plain_said = apply(inline, _job(data, epochs=3), data)
+    w = make_worker(job, job.data_ref, Reporter(_Drop()))
+    w_plain = make_worker(plain, plain.data_ref, Reporter(_Drop()))
+
+    assert job.augment_ahead
+    assert not plain.augment_ahead
+    assert said["thread"].startswith("the next epoch")
+    assert plain_said["thread"].startswith("not chosen")
+    for epoch in (1, 2, 3):
+        x, y = _epoch_x(w, epoch)
+        x_plain, y_plain = _epoch_x(w_plain, epoch)
+        assert torch.equal(x, x_plain)
+        assert torch.equal(y, y_plain)
+    assert w.inputs is not None
+    assert w.inputs.ahead == {}
+
+
+def test_a_thread_choice_is_not_applied_to_a_stream(monkeypatch) -> None:
+    import dataclasses
+
+    import ray
+
+    monkeypatch.setattr(ray, "put", lambda arrays: arrays)
+    data = _data()
+    thread = TuneResult(Candidate(2, 0, 16, "features", thread=True), (), 2**30)
+
+    job, said = apply(thread, dataclasses.replace(_job(data), streamed=64), data)
+
+    assert not job.augment_ahead
+    assert said["thread"].startswith("not applied")
+
+
+def test_trials_with_the_training_step_are_timed_end_to_end_thread_included(tmp_path) -> None:
+    data = _data(n=256)
+    calls: list[int] = []
+
+    result = tune_loader(
+        data, 32, cores=2, time_budget_s=30.0, memory_fraction=0.5, folder=tmp_path, epochs=3,
+        step_fn=lambda x, y: calls.append(len(y)),
+    )  # fmt: skip
+
+    timed = [t for t in result.trials if t.samples_per_s]
+    assert timed
+    assert all(t.loader_samples_per_s is None for t in timed)
+    assert set(calls) == {32}
+    assert any(t.candidate.thread for t in timed)
+    assert any("end to end" in note for note in result.notes)
+
+
+def test_an_in_memory_split_that_augments_searches_only_what_training_takes(tmp_path) -> None:
+    # The train stage always trains such a split on its features cache: the search spends
+    # its budget on the ways to feed that cache (inline, a thread, worker processes).
+    data = _data(n=256)
+
+    result = tune_loader(
+        data, 32, cores=2, time_budget_s=30.0, memory_fraction=0.5, folder=tmp_path,
+        features_only=True,
+    )  # fmt: skip
+
+    assert {t.candidate.cache for t in result.trials} == {"features"}
+    assert {(t.candidate.workers, t.candidate.thread) for t in result.trials} >= {
+        (0, False),
+        (0, True),
+        (1, False),
+    }

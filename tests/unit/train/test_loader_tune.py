@@ -269,3 +269,37 @@ def test_a_job_on_loader_auto_is_timed_recorded_and_given_the_choice(monkeypatch
     assert run.params["loader.prefetch"] == str(result.chosen.prefetch)
     assert any("training step alone" in note for note in result.notes)
     assert run.artifacts[ARTIFACT]["trials"]
+
+
+def test_each_worker_is_searched_on_its_share_of_the_nodes_cores(monkeypatch) -> None:
+    # Two one-CPU workers on a two-core node leave no core for a loader thread or process.
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from engage.profiler import measure
+    from engage.train.loader_tune import tune_for_job
+
+    monkeypatch.setattr(measure, "usable_cores", lambda: 2)
+    rng = np.random.default_rng(0)
+    split = SimpleNamespace(
+        x=rng.normal(size=(512, 4, 2)).astype(np.float32), y=np.zeros(512, np.int64)
+    )
+    data = SimpleNamespace(
+        train=split, preprocess=None, train_windows=512, model_inputs=lambda name: split.x
+    )
+
+    def job(workers: int) -> TrainJob:
+        spec = TrainSpec(
+            loader="auto", batch_size=64 * workers, num_workers=workers,
+            loader_search={"time_budget_seconds": 30.0},
+        )  # fmt: skip
+        shape = ModelShape(4, 2, 2)
+        return TrainJob(spec, ModelSpec(name="mlp"), "classification", shape, None, None, "")
+
+    _, two = tune_for_job(job(2), data)
+    _, one = tune_for_job(job(1), data)
+
+    assert {(t.candidate.workers, t.candidate.thread) for t in two.trials} == {(0, False)}
+    assert any(t.candidate.thread for t in one.trials)
+    assert any("2 training workers" in note for note in two.notes)

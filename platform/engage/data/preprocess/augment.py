@@ -43,8 +43,9 @@ class Jitter(Operator):
     def transform(
         self, x: torch.Tensor, state: State, generator: torch.Generator | None = None
     ) -> torch.Tensor:
-        """``x + std * z`` with ``z`` drawn from ``generator``."""
-        return x + self.params.std * _normal(tuple(x.shape), x, generator)
+        """``x + std * z`` with ``z`` drawn from ``generator`` (scaled and added in place
+        on the fresh draws: one pass and one batch-sized buffer fewer, the same values)."""
+        return _normal(tuple(x.shape), x, generator).mul_(self.params.std).add_(x)
 
 
 @register_operator
@@ -59,5 +60,5 @@ class Scale(Operator):
         self, x: torch.Tensor, state: State, generator: torch.Generator | None = None
     ) -> torch.Tensor:
         """``x * (1 + std * z)`` with one ``z`` per window and feature."""
-        factor = 1.0 + self.params.std * _normal((x.shape[0], 1, x.shape[2]), x, generator)
-        return x * factor
+        factor = _normal((x.shape[0], 1, x.shape[2]), x, generator).mul_(self.params.std)
+        return x * factor.add_(1.0)
