@@ -86,7 +86,7 @@ COMMON = ["-q", "-p", "no:cacheprovider", "--durations=30"]
 def main(extra: list[str]) -> int:
     """Start the lanes, stream the system lane, then print the others; return the status."""
     started = time.monotonic()
-    quiet = [name for name in NAMED_LANES]  # their output is printed when they end
+    quiet = list(NAMED_LANES)  # their output is printed when they end
     with (
         _postgres_for_the_lanes(),
         tempfile.TemporaryDirectory(prefix="engage-lanes-", ignore_cleanup_errors=True) as tmp,

@@ -95,9 +95,8 @@ def time_compute(
     """
     shape = ModelShape(inputs.shape[1], inputs.shape[2], outputs)
     step = make_step(spec, shape)
-    reps = -(-batch // len(inputs)) if len(inputs) < batch else 1
-    x = torch.from_numpy(np.concatenate([inputs] * reps)[:batch])
-    t = torch.from_numpy(np.concatenate([y] * reps)[:batch])
+    x = torch.from_numpy(_rows(inputs, batch))
+    t = torch.from_numpy(_rows(y, batch))
     return time_per_call(lambda: step(x, t), steps)
 
 
@@ -115,6 +114,12 @@ def time_preprocess(fitted: Any, x: np.ndarray, batch: int, steps: int, device: 
             torch.cuda.synchronize()
 
     return time_per_call(once, steps)
+
+
+def _rows(a: np.ndarray, n: int) -> np.ndarray:
+    """The first ``n`` rows of ``a``, repeated as often as it takes when it has fewer."""
+    reps = -(-n // len(a)) if len(a) < n else 1
+    return np.concatenate([a] * reps)[:n]
 
 
 class _Copies(torch.utils.data.Dataset):
@@ -210,8 +215,7 @@ def measure(
         )
         compute = time_compute(spec, inputs, data.train.y, outputs, b, steps)
         large = time_compute(spec, inputs, data.train.y, outputs, 2 * b, steps)
-        reps = -(-b // len(inputs))
-        transfer = time_transfer(np.ascontiguousarray(np.concatenate([inputs] * reps)[:b]), steps)
+        transfer = time_transfer(np.ascontiguousarray(_rows(inputs, b)), steps)
     read = store.shard_bytes(b) / bandwidth if bandwidth else 0.0
     return StageTimes(
         batch=b,

@@ -496,6 +496,8 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         report_epoch(metrics, epoch, job, w.rank, state)
         if faults is not None and faults.stall_after_epoch == epoch:
             time.sleep(faults.stall_seconds)  # a deliberate hang, to test the stall alert
+    if w.inputs is not None:  # the epochs' background thread: nothing is left to prepare
+        w.inputs.close()
     if w.rank == 0 and w.shard is not None:
         report_ray_data_stats(w.reporter, w.shard)
     w.reporter.flush(wait=True)
