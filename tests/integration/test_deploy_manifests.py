@@ -38,6 +38,7 @@ from prometheus_client import CollectorRegistry
 
 from engage.monitor.metrics import JobMetrics
 from engage.spec import parse_spec
+from engage.tracking.run import model_requirements
 
 pytestmark = pytest.mark.integration
 
@@ -259,7 +260,13 @@ def _register(uri: str, name: str, alias: str, window: int = 30, features: int =
     y = model(torch.from_numpy(x)).detach().numpy()
     run = client.create_run(experiment)
     local = Path(uri.removeprefix("sqlite:///")).parent / "model"
-    mlflow.pytorch.save_model(model, local, signature=infer_signature(x, y), input_example=x)
+    mlflow.pytorch.save_model(
+        model,
+        local,
+        signature=infer_signature(x, y),
+        input_example=x,
+        pip_requirements=model_requirements(),  # MLflow infers them in a subprocess otherwise
+    )
     client.log_artifacts(run.info.run_id, str(local), "model")
     client.create_registered_model(name)
     client.create_model_version(name, f"{run.info.artifact_uri}/model", run_id=run.info.run_id)

@@ -21,6 +21,7 @@ from typing import Any
 from engage.errors import TrackingError
 from engage.events import Event
 from engage.tracking import _ops
+from engage.tracking.dataset_schema import dataset_schema_json
 from engage.tracking.lineage import capture_lineage, flatten
 from engage.tracking.registry import Registration
 from engage.tracking.spool import Spool
@@ -172,8 +173,14 @@ class PipelineRun:
     def log_dataset(
         self, frame: Any, *, name: str, source: str, target: str, digest: str, context: str
     ) -> None:
-        """Spool the run's dataset input (name, digest, schema, source and context)."""
+        """Spool the run's dataset input (name, digest, schema, source and context).
+
+        The fields are those of ``mlflow.data.from_pandas(frame, ...)``'s entity; the schema
+        comes from :func:`~engage.tracking.dataset_schema.dataset_schema_json` (the same
+        schema, without a Python call per value).
+        """
         import mlflow.data
+        from mlflow.data.dataset import Dataset
         from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
         with warnings.catch_warnings():
@@ -182,15 +189,18 @@ class PipelineRun:
             dataset = mlflow.data.from_pandas(
                 frame, source=source, targets=target, name=name, digest=digest[:36]
             )
-            entity = dataset._to_mlflow_entity()  # infers the schema, which warns too
+            schema = dataset_schema_json(frame, source)
+        # The base class's fields (name, digest, source, source_type): the pandas dataset's
+        # own to_dict would infer the schema again, value by value.
+        fields = Dataset.to_dict(dataset)
         payload = {
             "dataset": {
-                "name": entity.name,
-                "digest": entity.digest,
-                "source_type": entity.source_type,
-                "source": entity.source,
-                "schema": entity.schema,
-                "profile": entity.profile,
+                "name": fields["name"],
+                "digest": fields["digest"],
+                "source_type": fields["source_type"],
+                "source": fields["source"],
+                "schema": schema,
+                "profile": json.dumps(dataset.profile),
             },
             "tags": {MLFLOW_DATASET_CONTEXT: context},
         }

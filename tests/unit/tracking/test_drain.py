@@ -11,6 +11,7 @@ import pytest
 from mlflow import MlflowClient
 
 from engage.tracking.drain import Drainer
+from engage.tracking.run import model_requirements
 from engage.tracking.spool import Spool
 
 
@@ -96,7 +97,10 @@ def test_ops_log_text_model_and_register(store_uri: str, spool_path: Path, tmp_p
     spool.append_op(run, "text", {"text": "hello", "artifact_file": "notes/a.txt"})
     model_dir = tmp_path / "model"
     mlflow.pytorch.save_model(
-        torch.nn.Linear(2, 1), model_dir, input_example=np.zeros((3, 2), dtype=np.float32)
+        torch.nn.Linear(2, 1),
+        model_dir,
+        input_example=np.zeros((3, 2), dtype=np.float32),
+        pip_requirements=model_requirements(),  # MLflow infers them in a subprocess otherwise
     )
     model_seq = spool.append_op(run, "model", {"name": "model", "local_dir": str(model_dir)})
     reg_seq = spool.append_op(

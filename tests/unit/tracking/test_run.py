@@ -4,9 +4,11 @@ model, status. Reads go through a client that first lets the drainer send everyt
 from __future__ import annotations
 
 import subprocess
+import warnings
 from pathlib import Path
 from typing import Any
 
+import mlflow.data
 import mlflow.pytorch
 import numpy as np
 import pandas as pd
@@ -158,6 +160,7 @@ def test_dataset_input_carries_our_name_digest_and_context(run: Drained, tmp_pat
             "t": pd.date_range("2026-01-01", periods=5, freq="min"),
             "x": np.arange(5.0),
             "y": [0.0, 1.0, 0.0, 1.0, 0.0],
+            "room": ["a", "b", "a", None, "b"],
         }
     )
     digest = "0123456789abcdef" * 4
@@ -178,6 +181,16 @@ def test_dataset_input_carries_our_name_digest_and_context(run: Drained, tmp_pat
     assert len(dataset.digest) >= 16
     assert str(tmp_path / "d.csv") in dataset.source
     assert {(t.key, t.value) for t in dataset_input.tags} == {("mlflow.data.context", "training")}
+    # The fields MLflow's own dataset entity has for the frame (its schema inferred from
+    # every value: "room" is not required).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        theirs = mlflow.data.from_pandas(
+            frame, source=str(tmp_path / "d.csv"), targets="y", name="sensors", digest=digest[:36]
+        )._to_mlflow_entity()
+    recorded = (dataset.schema, dataset.profile, dataset.source_type, dataset.source)
+    assert recorded == (theirs.schema, theirs.profile, theirs.source_type, theirs.source)
+    assert '"name": "room", "required": false' in dataset.schema
 
 
 def test_text_and_dict_artifacts_are_logged(run: Drained, tmp_path: Path) -> None:
