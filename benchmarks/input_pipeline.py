@@ -38,7 +38,8 @@ from _report import git_commit, machine, write_section
 from engage.data import prepare
 from engage.profiler import LoaderConfig, WindowStore, parse_bandwidth, profile_job, run_pipeline
 from engage.profiler.compute import make_step
-from engage.profiler.measure import free_cpus, torch_threads, usable_cores
+from engage.profiler.cores import usable_cores
+from engage.profiler.measure import FREE_SAMPLE_S, torch_threads
 from engage.spec import load_spec
 from engage.train.builders import ModelShape
 from engage.train.loader_tune import summary, tune_loader
@@ -223,13 +224,12 @@ def auto_tuned(data, spec, batch, steps, cores, compute_s, rounds):
     of the training windows at least (``steps`` if more), after warm-up steps that empty
     what a queue held ready (its depth plus two)."""
     search = spec.train.loader_search
-    free = free_cpus()  # as the train stage reads it, before the trials
     started = time.perf_counter()
     with torch_threads(1):
         result = tune_loader(
             data, batch, cores, time_budget_s=search.time_budget_seconds,
             memory_fraction=search.memory_fraction, compute_s_per_window=compute_s / batch,
-            epochs=spec.train.epochs, free_cpus=free, step_fn=_step_fn(spec, data),
+            epochs=spec.train.epochs, step_fn=_step_fn(spec, data),
             features_only=data.stream is None and data.preprocess is not None
             and data.preprocess.augments,
         )  # fmt: skip
@@ -267,8 +267,16 @@ def auto_tuned(data, spec, batch, steps, cores, compute_s, rounds):
             runs.append(run_pipeline(store, config, data.preprocess, step, n_steps, warm))
             inlines.append(run_pipeline(store, inline, data.preprocess, step, n_steps, warm))
             ratios.append(runs[-1].samples_per_s / base.samples_per_s)
-        # the features cache of the whole split: what the first epoch adds (0 otherwise)
-        build_s = store.feature_seconds.get(id(data.preprocess), 0.0)
+        # the features cache of the whole split: what the first epoch adds (0 otherwise);
+        # the median of three builds, each into a fresh store as a job's first epoch does
+        builds = [store.feature_seconds.get(id(data.preprocess), 0.0)]
+        if cache == "features" and data.preprocess is not None:
+            for _ in range(2):
+                fresh = WindowStore(data.train.x, data.train.y, Path(tmp))
+                fresh.features(data.preprocess)
+                builds.append(fresh.feature_seconds[id(data.preprocess)])
+                del fresh
+        build_s = float(np.median(builds))
     got = sorted(runs, key=lambda r: r.samples_per_s)[len(runs) // 2]  # the median run
     inline_got = sorted(inlines, key=lambda r: r.samples_per_s)[len(inlines) // 2]
     ratio = float(np.median(ratios))
@@ -282,7 +290,7 @@ def auto_tuned(data, spec, batch, steps, cores, compute_s, rounds):
         "result": result, "tune_s": tune_s, "stats": got, "ratio": ratio, "build_s": build_s,
         "over_epochs": over_epochs, "epochs": epochs, "windows": n, "cache": cache,
         "other": inline_got, "other_thread": not overlapped, "steps": n_steps, "warmup": warm,
-        "rounds": rounds,
+        "rounds": rounds, "builds": builds,
         "load": (load_before, os.getloadavg()[0]), "cores": cores,
     }  # fmt: skip
 
@@ -423,15 +431,22 @@ def _auto_lines(auto, bound, base_a, best, raydata=None, anatomy=None) -> list[s
             "",
             "The features cache holds the output of the preprocessing steps before the first "
             "augmentation (clip, rolling, lag, spectral: "
-            f"{auto['build_s']:.1f} s once for the {auto['windows']} training windows), and "
+            f"{auto['build_s']:.2f} s once for the {auto['windows']} training windows, their "
+            f"pieces on {auto['cores']} threads side by side; the median of "
+            f"{len(auto['builds'])} builds: "
+            + ", ".join(f"{b:.2f}" for b in auto["builds"])
+            + " s), and "
             "each batch then runs only the augmentation (jitter, scale). The bound charges "
             "every step the whole preprocessing, so it does not limit the cache's epochs "
             "after the first (a steady rate above it would not beat a true bound). Over the "
             f"spec's {auto['epochs']} epochs, the cache build included, the rate is "
             f"{auto['over_epochs']:.0f} samples/s ({auto['over_epochs'] / bound:.2f} of the "
-            "bound). In training, a loader thread prepares the next epoch's augmented "
-            "inputs while the current epoch trains (the first epoch's are computed before "
-            "it starts), the same inputs as without it.",
+            f"bound: {auto['build_s']:.2f} s of build and {auto['epochs']} epochs of "
+            f"{auto['windows'] / got.samples_per_s:.2f} s, against "
+            f"{auto['epochs'] * auto['windows'] / bound:.2f} s at the bound). In training, "
+            "a loader thread prepares the next epoch's augmented inputs while the current "
+            "epoch trains (the first epoch's are computed before it starts), the same "
+            "inputs as without it.",
         ]
     return lines
 
@@ -514,7 +529,8 @@ def render(
         f"{2 * ta.batch}), a batch's transfer from a loader worker process "
         f"{ta.transfer * 1e3:.1f} ms "
         f"(predicted stall ratio {ta.stall_ratio:.0%}); CPU capacity other processes left when "
-        f"profiled: {ta.free_cpus:.1f} of {cores} cores.",
+        f"profiled: {ta.free_cpus:.1f} of {cores} cores (sampled from /proc/stat over "
+        f"{FREE_SAMPLE_S:g} s, this process's own CPU time not counted).",
         "",
         *_whatif_table(rows_a),
         "",

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from engage.data.preprocess.ahead import Ahead
+from engage.profiler import cores
 from engage.profiler.throttle import read_throttled
 
 
@@ -83,12 +84,20 @@ class WindowStore:
 
     def features(self, fitted: Any) -> np.ndarray:
         """The cacheable part of ``fitted`` (:meth:`FittedPreprocess.split_for_cache`) over
-        every window, computed on first use (timed in :attr:`feature_seconds`) and kept."""
+        every window, computed on first use (timed in :attr:`feature_seconds`) and kept.
+
+        The build runs on every core this process may use (the pieces side by side, one
+        torch thread each), as training builds its cache
+        (:func:`engage.train.loader_tune.cache_features`): it happens once, before the
+        first epoch, when no step competes for the cores.
+        """
         key = id(fitted)
         if key not in self._features:
             cached, _ = fitted.split_for_cache()
             t0 = time.perf_counter()
-            self._features[key], _ = cached.transform(self.x, train=False)
+            self._features[key], _ = cached.transform(
+                self.x, train=False, threads=cores.usable_cores()
+            )
             self.feature_seconds[key] = time.perf_counter() - t0
         return self._features[key]
 

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from engage.profiler.compute import make_step
+from engage.profiler.cores import usable_cores
 from engage.profiler.loader import LoaderConfig, WindowStore, run_pipeline
 from engage.profiler.verdict import StageTimes
 from engage.spec.models import PipelineSpec
@@ -38,21 +39,56 @@ def torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def usable_cores() -> int:
-    """CPU cores this process may run on."""
+FREE_SAMPLE_S = 0.5
+"""Seconds over which :func:`free_cpus` samples what other processes keep busy."""
+
+
+def node_busy_seconds() -> float:
+    """CPU-seconds the usable cores have been busy since boot (``/proc/stat``: user, nice,
+    system, irq, softirq and steal time; idle and iowait are not busy); 0.0 where there is
+    no ``/proc/stat``."""
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = {f"cpu{i}" for i in os.sched_getaffinity(0)}
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def free_cpus() -> float:
-    """CPU capacity other processes leave: usable cores minus the 1-minute load, at least 1."""
+        cpus = None
     try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # no load average on this system
-        return float(usable_cores())
-    return min(float(usable_cores()), max(1.0, usable_cores() - load))
+        with open("/proc/stat") as f:
+            lines = [line.split() for line in f if line.startswith("cpu")]
+    except OSError:
+        return 0.0
+    rows = [r for r in lines if r[0] != "cpu" and (cpus is None or r[0] in cpus)]
+    # user nice system idle iowait irq softirq steal (guest time is within user already)
+    ticks = sum(sum(int(v) for i, v in enumerate(r[1:9]) if i not in (3, 4)) for r in rows)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def capacity_left(busy_s: float, own_s: float, seconds: float, cores: int) -> float:
+    """Cores other processes left over ``seconds``: ``cores`` less the node's busy
+    CPU-seconds ``busy_s`` that were not this process's own (``own_s``), per second;
+    between 1 and ``cores``."""
+    others = max(0.0, busy_s - own_s) / max(seconds, 1e-9)
+    return min(float(cores), max(1.0, cores - others))
+
+
+def free_cpus(interval: float = FREE_SAMPLE_S) -> float:
+    """CPU capacity other processes leave this one: the usable cores less what the node's
+    other processes kept busy over a sample of ``interval`` seconds, at least 1.
+
+    This process's own CPU time over the sample is not counted: the 1-minute load average
+    (what this read before) counted the calling process itself, so a benchmark that had
+    been computing for the past minute read a core taken on an idle node. Where there is
+    no ``/proc/stat``, the load average is all there is.
+    """
+    node0, own0, t0 = node_busy_seconds(), time.process_time(), time.perf_counter()
+    if node0 <= 0.0:
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):  # no load average on this system
+            return float(usable_cores())
+        return min(float(usable_cores()), max(1.0, usable_cores() - load))
+    time.sleep(interval)
+    busy, own = node_busy_seconds() - node0, time.process_time() - own0
+    return capacity_left(busy, own, time.perf_counter() - t0, usable_cores())
 
 
 def time_per_call(

@@ -306,7 +306,9 @@ def cache_features(job: Any, data: Any, put: Any = None) -> Any:
     windows as before, through ``put``: ``ray.put`` by default) and run the rest, the
     augmentation, on it at the start of every epoch with that epoch's draws
     (``TrainJob.augment``). Without augmentation the cache is the data stage's input as
-    it is, and nothing runs per epoch.
+    it is, and nothing runs per epoch. On the CPU the cache is built on every usable core
+    (:meth:`~engage.data.preprocess.FittedPreprocess.transform`'s ``threads``: the same
+    values as on one).
     """
     fitted = data.preprocess
     if not fitted.augments:
@@ -314,7 +316,12 @@ def cache_features(job: Any, data: Any, put: Any = None) -> Any:
     cached, per_epoch = fitted.split_for_cache()
     import torch
 
-    features, _ = cached.transform(data.train.x, train=False, device=torch.device(fitted.device))
+    from engage.profiler import cores
+
+    # Once, before any worker trains: the pieces side by side on every core of the node.
+    features, _ = cached.transform(
+        data.train.x, train=False, device=torch.device(fitted.device), threads=cores.usable_cores()
+    )
     arrays = {
         "train_x": features,
         "train_y": data.train.y,
@@ -339,36 +346,35 @@ def tune_for_job(job: Any, data: Any, run: RunRecorder | None = None) -> tuple[A
 
     Nothing is searched unless ``job.train.loader`` is ``auto``; the caller checks that.
     """
-    from engage.profiler.measure import free_cpus, torch_threads, usable_cores
+    from engage.profiler import cores
+    from engage.profiler.measure import torch_threads
 
     train = job.train
-    free = free_cpus()  # before the trials add their own load
     search_spec = train.loader_search
     batch = max(1, train.batch_size // train.num_workers)
     threads = int(train.resources_per_worker.get("CPU", 1) or 1)
     # One worker's share of the node: the other workers' CPUs are not its loader's to use.
-    cores = max(1, usable_cores() - (train.num_workers - 1) * threads)
+    share = max(1, cores.usable_cores() - (train.num_workers - 1) * threads)
     with torch_threads(threads):
         compute = compute_seconds(job, data.model_inputs("train"), data.train.y, batch)
     result = tune_loader(  # trials end to end with the job's step: the overlap as it runs
         data,
         batch,
-        cores,
+        share,
         threads=threads,
         time_budget_s=search_spec.time_budget_seconds,
         memory_fraction=search_spec.memory_fraction,
         tune_batch=search_spec.tune_batch_size,
         compute_s_per_window=compute / batch,
         epochs=train.epochs,
-        free_cpus=free,
-        step_fn=training_step(job),
+        step_fn=training_step(job),  # measured end to end: no CPU capacity to predict with
         features_only=getattr(data, "stream", None) is None
         and data.preprocess is not None
         and data.preprocess.augments,
     )
     step_note = f"training step alone: {compute * 1e3:.2f} ms per batch of {batch}"
     cores_note = (
-        f"{cores} of the node's {usable_cores()} cores per worker "
+        f"{share} of the node's {cores.usable_cores()} cores per worker "
         f"({train.num_workers} training workers of {threads} CPU each)"
     )
     result = dataclasses.replace(result, notes=(*result.notes, step_note, cores_note))

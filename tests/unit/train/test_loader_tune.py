@@ -247,10 +247,10 @@ def test_a_job_on_loader_auto_is_timed_recorded_and_given_the_choice(monkeypatch
 
     import numpy as np
 
-    from engage.profiler import measure
+    from engage.profiler import cores
     from engage.train.loader_tune import tune_for_job
 
-    monkeypatch.setattr(measure, "usable_cores", lambda: 1)
+    monkeypatch.setattr(cores, "usable_cores", lambda: 1)
 
     rng = np.random.default_rng(0)
     split = SimpleNamespace(
@@ -277,10 +277,10 @@ def test_each_worker_is_searched_on_its_share_of_the_nodes_cores(monkeypatch) ->
 
     import numpy as np
 
-    from engage.profiler import measure
+    from engage.profiler import cores
     from engage.train.loader_tune import tune_for_job
 
-    monkeypatch.setattr(measure, "usable_cores", lambda: 2)
+    monkeypatch.setattr(cores, "usable_cores", lambda: 2)
     rng = np.random.default_rng(0)
     split = SimpleNamespace(
         x=rng.normal(size=(512, 4, 2)).astype(np.float32), y=np.zeros(512, np.int64)
