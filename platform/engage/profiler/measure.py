@@ -85,7 +85,7 @@ def free_cpus(interval: float = FREE_SAMPLE_S) -> float:
             load = os.getloadavg()[0]
         except (AttributeError, OSError):  # no load average on this system
             return float(usable_cores())
-        return min(float(usable_cores()), max(1.0, usable_cores() - load))
+        return capacity_left(load, 0.0, 1.0, usable_cores())  # load: busy cores, per second
     time.sleep(interval)
     busy, own = node_busy_seconds() - node0, time.process_time() - own0
     return capacity_left(busy, own, time.perf_counter() - t0, usable_cores())

@@ -43,7 +43,7 @@ def dataset_schema_json(frame: pd.DataFrame, source: str) -> str | None:
     sample = _inferred_schema(frame.iloc[sorted({0} | firsts)] if len(frame) else frame, source)
     if sample is None:
         return None
-    required = ~(~present).any(axis=0)
+    required = present.all(axis=0)
     return _as_json(
         Schema(
             [
