@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/drift_detection.py --target ert
 	$(BIN)/python benchmarks/federated_defences.py
 	$(BIN)/python benchmarks/tracking_overhead.py
+	$(BIN)/python benchmarks/dataset_schema.py
 	$(BIN)/python benchmarks/input_pipeline.py
 	$(BIN)/python benchmarks/streaming_ingest.py
 	$(BIN)/python benchmarks/recovery.py
