@@ -57,7 +57,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 ## Run every benchmark script; each rewrites its section of docs/BENCHMARKS.md.
-bench: $(STAMP)
+bench: $(STAMP) system-deps
 	$(BIN)/python benchmarks/quickstart_walltime.py
 	$(BIN)/python benchmarks/monitor_overhead.py
 	$(BIN)/python benchmarks/serving_latency.py
@@ -75,6 +75,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/simulator_realdata.py
 	$(BIN)/python benchmarks/tuning_asha.py
 	$(BIN)/python benchmarks/adaptive_sampling.py
+	$(BIN)/python benchmarks/suite_time.py  # the test suite twice (~26 min on 2 cores)
 
 ## Regenerate constraints.txt from the current .venv (after changing dependencies).
 constraints: $(STAMP)
