@@ -106,19 +106,20 @@ class BusySampler:
         return sum(self.samples) / len(self.samples) if self.samples else 0.0
 
 
-def run_lanes(extra: list[str], env: dict[str, str]) -> dict:
-    """Run tests/lanes.py; its wall time, each lane's summary, the busy share, the exit code."""
-    with BusySampler() as busy:
+def run_lanes(extra: list[str], env: dict[str, str], log: Path) -> dict:
+    """Run tests/lanes.py, its whole output into ``log``; its wall time, each lane's
+    summary, the busy share, the exit code."""
+    with BusySampler() as busy, log.open("w") as out_file:
         started = time.monotonic()
         done = subprocess.run(
             [sys.executable, "tests/lanes.py", *extra],
             cwd=REPO,
             env=env,
-            capture_output=True,
-            text=True,
+            stdout=out_file,
+            stderr=subprocess.STDOUT,
         )
         took = time.monotonic() - started
-    out = done.stdout + done.stderr
+    out = log.read_text()
     summaries = re.findall(r"^(\d+ passed.*? in [\d.]+s).*$", out, re.M)
     passed = sum(int(s.split()[0]) for s in summaries)
     return {
@@ -145,16 +146,20 @@ def main() -> None:
     env = dict(os.environ)
     env["ENGAGE_SUITE_FILES"] = listing.name
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BENCH), env.get("PYTHONPATH")]))
+    logs = Path(tempfile.mkdtemp(prefix="engage-suite-time-"))
+    print(f"the lanes' output: {logs}/")
     try:
-        then = run_lanes(["-p", "_suite_subset"], env)
+        then = run_lanes(["-p", "_suite_subset"], env, logs / "issue-time.log")
         print(f"issue-time suite: {then['took']:.0f} s, exit {then['code']}")
-        whole = run_lanes([], {k: v for k, v in env.items() if k != "ENGAGE_SUITE_FILES"})
+        if then["code"] != 0:  # no figure from a failing suite; the whole one would not help
+            sys.exit(f"the issue-time suite failed (exit {then['code']}):\n{then['tail']}")
+        clean = {k: v for k, v in env.items() if k != "ENGAGE_SUITE_FILES"}
+        whole = run_lanes([], clean, logs / "whole.log")
         print(f"whole suite: {whole['took']:.0f} s, exit {whole['code']}")
+        if whole["code"] != 0:
+            sys.exit(f"the whole suite failed (exit {whole['code']}):\n{whole['tail']}")
     finally:
         os.unlink(listing.name)
-    for name, result in (("issue-time", then), ("whole", whole)):
-        if result["code"] != 0:
-            sys.exit(f"the {name} suite failed (exit {result['code']}):\n{result['tail']}")
 
     def row(name: str, n_files: int, r: dict) -> str:
         return (

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -98,12 +99,13 @@ def main(extra: list[str]) -> int:
         procs = {name: _start(name, base, extra, stdout=logs[name]) for name in quiet}
         # The e2e quickstart must run beside other load (issue 13): the unit lane is it.
         procs["system"] = _start("system", base, extra, stdout=None, other_lane=procs["unit"].pid)
+        # A CI time-out sends SIGTERM, which by default ends this process at once and
+        # leaves the lanes running: raise instead, so the lanes are stopped below.
+        signal.signal(signal.SIGTERM, _interrupted)
         try:
             codes = {name: proc.wait() for name, proc in procs.items()}
         finally:  # Ctrl-C or a CI time-out: stop every lane, not just the one waited on
-            for proc in procs.values():
-                if proc.poll() is None:
-                    proc.terminate()
+            _stop(procs.values())
             for log in logs.values():
                 log.close()
         for name in quiet:
@@ -113,6 +115,28 @@ def main(extra: list[str]) -> int:
     exits = ", ".join(f"{name} exit {code}" for name, code in codes.items())
     print(f"lanes: {exits}; the lanes together took {took:.0f} s ({took / 60:.1f} min)", flush=True)
     return next((code for code in codes.values() if code != 0), 0)
+
+
+_STOP_GRACE_S = 30.0  # for the lanes' fixtures to stop their servers and clusters
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _stop(procs) -> None:
+    """SIGINT to each running lane (pytest then tears its fixtures down: Ray clusters,
+    servers), SIGKILL to those still running after the grace period."""
+    running = [proc for proc in procs if proc.poll() is None]
+    for proc in running:
+        proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + _STOP_GRACE_S
+    for proc in running:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @contextlib.contextmanager

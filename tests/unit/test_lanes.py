@@ -38,3 +38,57 @@ def test_every_path_a_lane_names_exists() -> None:
         for arg in args:
             path = REPO / arg.removeprefix("--ignore=")
             assert path.exists(), f"lane {name} names {arg}, which is not there"
+
+
+_DRIVER = """
+import importlib.util, sys, contextlib
+spec = importlib.util.spec_from_file_location("lanes", sys.argv[1])
+lanes = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lanes)
+lanes.lanes = lambda: {name: [sys.argv[2]] for name in ("unit", "waiting", "system")}
+lanes._postgres_for_the_lanes = contextlib.nullcontext
+sys.exit(lanes.main([]))
+"""
+
+
+def test_sigterm_stops_every_lane(tmp_path: Path) -> None:
+    """A CI time-out sends SIGTERM: the lanes' pytest processes must not outlive lanes.py."""
+    import contextlib
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    waiting = tmp_path / "test_waits.py"
+    waiting.write_text("import time\n\ndef test_waits():\n    time.sleep(120)\n")
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, str(REPO / "tests" / "lanes.py"), str(waiting)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    lanes: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(lanes) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            lanes = [
+                p
+                for p in psutil.Process(driver.pid).children()
+                if "pytest" in " ".join(p.cmdline())
+            ]
+        assert len(lanes) == 3, "the three lanes did not start"
+        time.sleep(2)  # into the waiting test
+
+        driver.send_signal(signal.SIGTERM)
+        code = driver.wait(timeout=60)
+        _, alive = psutil.wait_procs(lanes, timeout=10)
+    finally:  # the lanes are the driver's children: left running, they are no longer ours
+        for p in [*psutil.Process().children(recursive=True), *lanes]:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+
+    assert code != 0
+    assert alive == [], f"lanes left running after SIGTERM: {[p.pid for p in alive]}"
