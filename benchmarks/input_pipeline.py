@@ -9,6 +9,10 @@ Two jobs, each profiled with ``engage.profiler.profile_job`` and then run end to
 (b) pipelines/quickstart.yaml with storage reads throttled to ``--bandwidth``:
     storage-bound.
 
+Each measured speedup is the median of ``--rounds`` rounds of default, remedy, remedy,
+default (ABBA, :func:`engage.profiler.compare.abba`), and each table opens with the
+default against itself (the control: its error is the noise floor).
+
 For (a) it also measures a plain ``torch.utils.data.DataLoader`` (per-window dataset over
 the windows in memory, the batch preprocessed in its collate function) at num_workers
 0..cores and keeps its best, Ray Data at its defaults (``map_batches`` of the
@@ -18,7 +22,8 @@ CPUs), and engage's auto-tuned loader (``train.loader: auto``: the setting
 then run end to end with the training step), against the bound max(compute,
 preprocessing / usable cores). When the tuner picks the features cache (deterministic
 preprocessing once, augmentation per epoch), its steady rate (epochs after the first) and
-its rate over the spec's epochs (the cache's build time included) are both reported.
+the whole job's (the spec's epochs run end to end on a fresh cache, built before the first
+epoch or by the loader during it) are reported.
 
     python benchmarks/input_pipeline.py [--steps 20] [--bandwidth 2MB/s] [--set data.source.days=7]
 """
@@ -26,6 +31,7 @@ its rate over the spec's epochs (the cache's build time included) are both repor
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import tempfile
 import time
@@ -37,6 +43,7 @@ from _report import git_commit, machine, write_section
 
 from engage.data import prepare
 from engage.profiler import LoaderConfig, WindowStore, parse_bandwidth, profile_job, run_pipeline
+from engage.profiler.compare import abba
 from engage.profiler.compute import make_step
 from engage.profiler.cores import usable_cores
 from engage.profiler.measure import FREE_SAMPLE_S, torch_threads
@@ -56,8 +63,14 @@ def _step_fn(spec, data):
 def whatif(spec, data, bandwidth, steps, rounds):
     """Profile, then measure each remedy end to end against the default pipeline.
 
-    The default and the remedy run back to back ``rounds`` times (ABAB...), and the median
-    of the per-round ratios is kept, so load from other processes hits both alike.
+    Each round runs the default, the remedy, the remedy again and the default again (ABBA,
+    :func:`engage.profiler.compare.abba`), and the median of the rounds' ratios is kept:
+    run as A B A B, the second run of every pair was faster whatever it ran (the default
+    measured 1.14x over itself), and every remedy took that place. A control compares the
+    default with itself the same way (its measured ratio is the noise floor). Every
+    configuration runs once untimed before its rounds (its shards written, its first
+    allocations made), and each run times ``steps`` steps after :data:`RUN_WARMUP`, and
+    more until the timed steps have lasted :data:`RUN_MIN_S`.
     """
     report = profile_job(spec, data, bandwidth=bandwidth, steps=steps)
     step = _step_fn(spec, data)
@@ -67,20 +80,44 @@ def whatif(spec, data, bandwidth, steps, rounds):
         base_cfg = LoaderConfig(
             "storage", 0, "cpu" if data.preprocess else "none", report.times.batch, bandwidth
         )
+
+        def run(config):
+            return lambda: run_pipeline(
+                store, config, data.preprocess, step, steps, RUN_WARMUP, RUN_MIN_S
+            )
+
+        run_pipeline(store, base_cfg, data.preprocess, step, RUN_WARMUP, RUN_WARMUP)  # untimed
+        control = abba(run(base_cfg), run(base_cfg), rounds)
+        bases += control.base
+        rows.append((CONTROL, 1.0, control.ratio, *control.by_order()))
+        print(f"  {CONTROL}: measured {control.ratio:.2f}x ({_spread(control)})")
         for remedy in report.remedies:
             if remedy.speedup is None:
-                rows.append((remedy.name, None, None))
+                rows.append((remedy.name, None, None, None, None))
                 continue
-            ratios = []
-            for _ in range(rounds):
-                base = run_pipeline(store, base_cfg, data.preprocess, step, steps)
-                got = run_pipeline(store, remedy.config, data.preprocess, step, steps)
-                bases.append(base)
-                ratios.append(got.samples_per_s / base.samples_per_s)
-            rows.append((remedy.name, remedy.speedup, float(np.median(ratios))))
-            print(f"  {remedy.name}: predicted {remedy.speedup:.2f}x measured {rows[-1][2]:.2f}x")
+            run_pipeline(store, remedy.config, data.preprocess, step, RUN_WARMUP, RUN_WARMUP)
+            got = abba(run(base_cfg), run(remedy.config), rounds)
+            bases += got.base
+            rows.append((remedy.name, remedy.speedup, got.ratio, *got.by_order()))
+            print(
+                f"  {remedy.name}: predicted {remedy.speedup:.2f}x measured {got.ratio:.2f}x "
+                f"({_spread(got)})"
+            )
     base = sorted(bases, key=lambda b: b.samples_per_s)[len(bases) // 2]  # the median run
     return report, base, rows
+
+
+CONTROL = "none: the default against itself (control)"
+#: Untimed steps at the start of every run (the loader's first batches, a worker's start).
+RUN_WARMUP = 4
+#: Seconds a what-if run's timed steps last at least (more steps than asked when fast).
+RUN_MIN_S = 0.5
+
+
+def _spread(got) -> str:
+    ab, ba = got.by_order()
+    rounds = ", ".join(f"{r:.2f}" for r in got.ratios)
+    return f"rounds {rounds}; default first {ab:.2f}x, remedy first {ba:.2f}x"
 
 
 class _Windows(torch.utils.data.Dataset):
@@ -217,12 +254,14 @@ def stall_anatomy(data, spec, batch, reps=30):
 def auto_tuned(data, spec, batch, steps, cores, compute_s, rounds):
     """The loader ``train.loader: auto`` picks (as the train stage runs the search: its
     trials time the loader with the job's training step end to end, within the spec's
-    search budget), then that setting run end to end with the training step, back to back
-    with the default loader ``rounds`` times (median ratio, as for the remedies), and with
-    the other way to feed the same cache in the same rounds: inline when the search chose
-    a loader thread or worker, else a loader thread (prefetch 2). Each run is one epoch
-    of the training windows at least (``steps`` if more), after warm-up steps that empty
-    what a queue held ready (its depth plus two)."""
+    search budget), then that setting run end to end with the training step against the
+    default loader in ``rounds`` ABBA rounds (median ratio, as for the remedies), and the
+    other way to feed the same cache ``rounds`` times: inline when the search chose a
+    loader thread or worker, else a loader thread (prefetch 2). Each run is one epoch of
+    the training windows at least (``steps`` if more), after warm-up steps that empty what
+    a queue held ready (its depth plus two), on a features cache built before. Then the
+    whole job on a fresh cache, built before the first epoch or in it
+    (:func:`_whole_jobs`)."""
     search = spec.train.loader_search
     started = time.perf_counter()
     with torch_threads(1):
@@ -256,43 +295,85 @@ def auto_tuned(data, spec, batch, steps, cores, compute_s, rounds):
         if overlapped
         else LoaderConfig(sources[cache], 0, config.preprocess, c.batch, None, 2, thread=True)
     )
-    step, runs, inlines, ratios = _step_fn(spec, data), [], [], []
+    step, inlines = _step_fn(spec, data), []
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp, torch_threads(1):
         store = WindowStore(data.train.x, data.train.y, Path(tmp))
         n_steps = max(steps, store.batches(c.batch))
         warm = max(config.prefetch, inline.prefetch) * max(1, c.workers) + 2
-        for _ in range(rounds):
-            base = run_pipeline(store, default, data.preprocess, step, n_steps, warm)
-            runs.append(run_pipeline(store, config, data.preprocess, step, n_steps, warm))
-            inlines.append(run_pipeline(store, inline, data.preprocess, step, n_steps, warm))
-            ratios.append(runs[-1].samples_per_s / base.samples_per_s)
-        # the features cache of the whole split: what the first epoch adds (0 otherwise);
-        # the median of three builds, each into a fresh store as a job's first epoch does
-        builds = [store.feature_seconds.get(id(data.preprocess), 0.0)]
+
+        def run(cfg):
+            return lambda: run_pipeline(store, cfg, data.preprocess, step, n_steps, warm)
+
         if cache == "features" and data.preprocess is not None:
-            for _ in range(2):
-                fresh = WindowStore(data.train.x, data.train.y, Path(tmp))
-                fresh.features(data.preprocess)
-                builds.append(fresh.feature_seconds[id(data.preprocess)])
-                del fresh
-        build_s = float(np.median(builds))
+            store.features(data.preprocess)  # the steady runs read a whole cache
+        paired = abba(run(default), run(config), rounds)
+        for _ in range(rounds):
+            inlines.append(run(inline)())
+        whole = _whole_jobs(data, config, step, spec.train.epochs, rounds, Path(tmp), cache)
+    runs = list(paired.other)
     got = sorted(runs, key=lambda r: r.samples_per_s)[len(runs) // 2]  # the median run
     inline_got = sorted(inlines, key=lambda r: r.samples_per_s)[len(inlines) // 2]
-    ratio = float(np.median(ratios))
     n, epochs = len(data.train.y), spec.train.epochs
-    over_epochs = epochs * n / (build_s + epochs * n / got.samples_per_s)
+    over_epochs = whole["before"]["rate"] if whole else got.samples_per_s
     print(
-        f"  {summary(result)}; end to end {got.samples_per_s:.0f}/s, {ratio:.2f}x default; "
-        f"over {epochs} epochs with the cache build ({build_s:.1f} s) {over_epochs:.0f}/s"
+        f"  {summary(result)}; end to end {got.samples_per_s:.0f}/s, {paired.ratio:.2f}x "
+        f"default; the whole job ({epochs} epochs) {over_epochs:.0f}/s"
     )
     return {
-        "result": result, "tune_s": tune_s, "stats": got, "ratio": ratio, "build_s": build_s,
+        "result": result, "tune_s": tune_s, "stats": got, "ratio": paired.ratio,
         "over_epochs": over_epochs, "epochs": epochs, "windows": n, "cache": cache,
         "other": inline_got, "other_thread": not overlapped, "steps": n_steps, "warmup": warm,
-        "rounds": rounds, "builds": builds,
+        "rounds": rounds, "whole": whole,
         "load": (load_before, os.getloadavg()[0]), "cores": cores,
     }  # fmt: skip
+
+
+def _whole_jobs(data, config, step, epochs, rounds, tmp, cache):
+    """The spec's ``epochs`` epochs run end to end on a fresh features cache, built before
+    the first step (as the train stage builds it today) or by the loader in the first
+    epoch (:attr:`LoaderConfig.build`), ``rounds`` ABBA rounds of the two (median), each
+    timed whole: cache build, loader thread start and every step. None without a features
+    cache. Per build: the median run's rate and seconds, its first epoch's seconds and
+    CPU per step (every thread of the process), and its cache's build seconds."""
+    if cache != "features" or data.preprocess is None:
+        return None
+    count = iter(range(10**6))
+
+    def job(build):
+        def once():
+            fresh = WindowStore(data.train.x, data.train.y, tmp / f"job{next(count)}")
+            cfg = dataclasses.replace(config, build=build)
+            batches = fresh.batches(cfg.batch)
+            t0 = time.perf_counter()
+            first = run_pipeline(fresh, cfg, data.preprocess, step, batches, 0)
+            t1 = time.perf_counter()
+            rest = run_pipeline(fresh, cfg, data.preprocess, step, batches * (epochs - 1), 0)
+            wall = time.perf_counter() - t0
+            return {
+                "rate": epochs * batches * cfg.batch / wall, "seconds": wall,
+                "first_s": t1 - t0, "rest_s": wall - (t1 - t0), "first": first, "rest": rest,
+                "build_s": fresh.feature_seconds[id(data.preprocess)], "batches": batches,
+            }  # fmt: skip
+
+        return once
+
+    got = abba(job("before"), job("first_epoch"), rounds, rate=lambda r: r["rate"])
+
+    def median_run(runs):
+        return sorted(runs, key=lambda r: r["rate"])[len(runs) // 2]
+
+    out = {"before": median_run(got.base), "first_epoch": median_run(got.other)}
+    out["ratio"] = got.ratio
+    for build in ("before", "first_epoch"):
+        r = out[build]
+        print(
+            f"    whole job, cache built {build}: {r['seconds']:.2f} s ({r['rate']:.0f}/s; "
+            f"epoch 1 {r['first_s']:.2f} s, then {r['rest_s']:.2f} s; build {r['build_s']:.2f} s"
+            f"; epoch 1 CPU/step {r['first'].process_cpu * 1e3:.1f} ms, wall step "
+            f"{r['first'].step * 1e3:.1f} ms)"
+        )
+    return out
 
 
 def main() -> None:
@@ -350,12 +431,18 @@ def main() -> None:
 
 
 def _whatif_table(rows) -> list[str]:
-    lines = ["| remedy | predicted | measured | error |", "|---|---:|---:|---:|"]
-    for name, pred, got in rows:
+    lines = [
+        "| remedy | predicted | measured (ABBA) | error | default run first | remedy run first |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, pred, got, ab, ba in rows:
         if pred is None:
-            lines.append(f"| {name} | n/a | n/a | |")
+            lines.append(f"| {name} | n/a | n/a | | | |")
         else:
-            lines.append(f"| {name} | {pred:.2f}x | {got:.2f}x | {abs(pred - got) / got:.0%} |")
+            lines.append(
+                f"| {name} | {pred:.2f}x | {got:.2f}x | {abs(pred - got) / got:.0%} | "
+                f"{ab:.2f}x | {ba:.2f}x |"
+            )
     return lines
 
 
@@ -386,11 +473,17 @@ def _auto_lines(auto, bound, base_a, best, raydata=None, anatomy=None) -> list[s
             f"{other.samples_per_s:.0f} | {other.stall_ratio:.0%} | "
             f"{other.samples_per_s / bound:.2f} |"
         )
-    if cache == "features":
-        rows.append(
-            f"| {name}, over the spec's {auto['epochs']} epochs, cache build included | "
-            f"{auto['over_epochs']:.0f} | | {auto['over_epochs'] / bound:.2f} |"
-        )
+    whole = auto.get("whole")
+    if whole:
+        first, before = whole["first_epoch"], whole["before"]
+        rows += [
+            f"| {name}, the spec's {auto['epochs']} epochs whole, the cache built before the "
+            f"first epoch (the whole split on {auto['cores']} threads, as the train stage "
+            f"builds it) | {before['rate']:.0f} | | {before['rate'] / bound:.2f} |",
+            "| the same, the cache built by the loader in the first epoch as it reads each "
+            f"batch (the overlap evaluated; not what training does) | {first['rate']:.0f} | | "
+            f"{first['rate'] / bound:.2f} |",
+        ]
     peers = f"{got.samples_per_s / best['sps']:.2f}x the best plain DataLoader"
     if raydata:
         peers += f" and {got.samples_per_s / raydata['sps']:.2f}x Ray Data's defaults"
@@ -403,7 +496,7 @@ def _auto_lines(auto, bound, base_a, best, raydata=None, anatomy=None) -> list[s
         f"{auto['tune_s']:.1f} s; each engage row above is the median of {auto['rounds']} runs "
         f"of {auto['steps']} steps (an epoch of the training windows at least; "
         f"{auto['warmup']} warm-up steps first); end to end {auto['ratio']:.2f}x the "
-        f"default loader (median of back-to-back pairs), {peers} (runs not paired); "
+        f"default loader (median of {auto['rounds']} ABBA rounds), {peers} (runs not paired); "
         f"1-minute load average {auto['load'][0]:.1f} before these runs and "
         f"{auto['load'][1]:.1f} after, on {auto['cores']} cores.",
     ]
@@ -426,29 +519,57 @@ def _auto_lines(auto, bound, base_a, best, raydata=None, anatomy=None) -> list[s
             "no batch to copy across (a loader worker process's transfer).",
         ]
         lines += _cpu_lines(auto, anatomy)
-    if cache == "features":
-        lines += [
-            "",
-            "The features cache holds the output of the preprocessing steps before the first "
-            "augmentation (clip, rolling, lag, spectral: "
-            f"{auto['build_s']:.2f} s once for the {auto['windows']} training windows, their "
-            f"pieces on {auto['cores']} threads side by side; the median of "
-            f"{len(auto['builds'])} builds: "
-            + ", ".join(f"{b:.2f}" for b in auto["builds"])
-            + " s), and "
-            "each batch then runs only the augmentation (jitter, scale). The bound charges "
-            "every step the whole preprocessing, so it does not limit the cache's epochs "
-            "after the first (a steady rate above it would not beat a true bound). Over the "
-            f"spec's {auto['epochs']} epochs, the cache build included, the rate is "
-            f"{auto['over_epochs']:.0f} samples/s ({auto['over_epochs'] / bound:.2f} of the "
-            f"bound: {auto['build_s']:.2f} s of build and {auto['epochs']} epochs of "
-            f"{auto['windows'] / got.samples_per_s:.2f} s, against "
-            f"{auto['epochs'] * auto['windows'] / bound:.2f} s at the bound). In training, "
-            "a loader thread prepares the next epoch's augmented inputs while the current "
-            "epoch trains (the first epoch's are computed before it starts), the same "
-            "inputs as without it.",
-        ]
+    if whole:
+        lines += _whole_lines(auto, bound)
     return lines
+
+
+def _whole_lines(auto, bound) -> list[str]:
+    """The whole job on a features cache, built before the first epoch or by the loader in
+    it, both measured end to end, and the CPU arithmetic of why the overlap gains (or not):
+    the build's CPU against what the epochs leave of the cores."""
+    whole, cores, epochs = auto["whole"], auto["cores"], auto["epochs"]
+    first, before = whole["first_epoch"], whole["before"]
+    batch, per = auto["result"].chosen.batch, first["batches"]  # per: steps an epoch
+    at_bound = epochs * per * batch / bound
+    rest, during = first["rest"], first["first"]
+    build_cpu = max(0.0, during.process_cpu - rest.process_cpu)  # a step's features, in epoch 1
+    spare = max(0.0, cores * rest.step - rest.process_cpu)  # idle core time a later step
+    best_first = per * max(during.main_cpu, during.process_cpu / cores)
+    return [
+        "",
+        "The features cache holds the output of the preprocessing steps before the first "
+        "augmentation (clip, rolling, lag, spectral); each batch then runs only the "
+        "augmentation (jitter, scale). The bound charges every step the whole "
+        "preprocessing, so it does not limit the epochs after the first. The whole job "
+        f"({epochs} epochs of {per} steps on a fresh cache, timed from the build's start to "
+        f"the last step; the median of {auto['rounds']} ABBA rounds of the two ways to "
+        "build): with the cache built before the first epoch, "
+        f"{before['seconds']:.2f} s ({before['build_s']:.2f} s of build, epoch 1 with it "
+        f"{before['first_s']:.2f} s, the other {epochs - 1} {before['rest_s']:.2f} s); "
+        "built by the loader in the first epoch (each batch's windows through the "
+        f"cacheable steps on {cores} threads when the batch is first read, in the loader "
+        "thread beside the training step; the same inputs to the model, bitwise: tested), "
+        f"{first['seconds']:.2f} s (epoch 1 {first['first_s']:.2f} s, the other "
+        f"{epochs - 1} {first['rest_s']:.2f} s): {whole['ratio']:.2f}x the rate of the "
+        f"build before. At the bound the job takes {at_bound:.2f} s.",
+        "",
+        "The arithmetic of the overlap, in CPU time (every thread of the process): built "
+        f"in the first epoch, the build adds {build_cpu * 1e3:.2f} ms of CPU to each of its "
+        f"steps ({during.process_cpu * 1e3:.2f} ms a step, against "
+        f"{rest.process_cpu * 1e3:.2f} ms in the epochs after it), "
+        f"{per * build_cpu:.2f} CPU-s in all. An epoch after the first leaves "
+        f"{spare * 1e3:.2f} ms a step of the {cores} cores to other work ({cores} x the "
+        f"wall step {rest.step * 1e3:.2f} ms, less its CPU: idle, or held by other "
+        f"processes; the training thread alone works {rest.main_cpu * 1e3:.2f} ms a step): "
+        f"{per * spare:.2f} s an epoch, all the room there is to hide the build in. "
+        "The rest lengthens epoch 1: with no thread ever "
+        f"waiting, it takes at least {best_first:.2f} s (its CPU over {cores} cores, or the "
+        "training thread's, whichever is more), against "
+        f"{before['first_s']:.2f} s for the build alone on {cores} threads plus an epoch. "
+        "The overlap gains only where the steps leave cores idle (a slower model, more "
+        "cores than the step and the augmentation use).",
+    ]
 
 
 def _cpu_lines(auto, anatomy) -> list[str]:
@@ -509,12 +630,19 @@ def render(
         "## Input pipeline: profile verdicts, what-if accuracy, loaders (issue 14)",
         "",
         f"Machine: {machine()}; commit {git_commit()}. Command: `{command}`.",
-        f"Each run times {args.steps} steps after 2 warm-up steps, torch on 1 thread per process "
-        f"(a training worker's CPU); a measured speedup is the median over {args.rounds} "
-        f"back-to-back default/remedy pairs. {cores} usable core(s); the machine is shared with "
-        f"other jobs (1-minute load average {os.getloadavg()[0]:.1f} at the end of the run), so "
-        "ratios carry that noise: in (a), `4x faster storage` at full speed is the default "
-        "pipeline itself, and its measured ratio shows the noise floor.",
+        f"Each what-if run times {args.steps} steps after {RUN_WARMUP} warm-up steps (more "
+        f"steps until they have lasted {RUN_MIN_S:g} s), torch "
+        "on 1 thread per process (a training worker's CPU), and every configuration runs once "
+        "untimed before its rounds; a measured speedup is the median over "
+        f"{args.rounds} rounds of default, remedy, remedy, default (ABBA: run as A B A B, every "
+        "remedy took the second place of its pair, so load from other processes that "
+        "came and went with the places biased every remedy alike; on a quiet machine the "
+        "place itself made no difference). The first row of each table is the default against itself, measured the "
+        "same way: its error is the noise floor. The last two columns split each round "
+        "in its halves, default then remedy (the old order) and remedy then default: what "
+        f"the order alone does. {cores} usable core(s); the machine is "
+        f"shared with other jobs (1-minute load average {os.getloadavg()[0]:.1f} at the end "
+        "of the run).",
         "",
         f"### (a) `pipelines/preprocess_heavy.yaml`, storage at full speed: **{rep_a.verdict}**",
         "",

@@ -4,7 +4,9 @@ Each stage is measured alone (the model on batches in memory, the loader from st
 from cache, preprocessing on a CPU core or the GPU, reads throttled to a bandwidth); the
 job is classified storage-, preprocessing- or compute-bound and every remedy's speedup is
 predicted (:mod:`engage.profiler.verdict`). :func:`run_pipeline` runs the same pipeline
-end to end, so a prediction can be checked against a measurement.
+end to end, so a prediction can be checked against a measurement, and
+:func:`engage.profiler.compare.abba` measures one pipeline against another in an order
+that cancels what the order does.
 """
 
 from engage.profiler.loader import LoaderConfig, RunStats, WindowStore, run_pipeline

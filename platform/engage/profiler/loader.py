@@ -54,6 +54,13 @@ class LoaderConfig:
         keeps ``prefetch`` batches ready (:class:`engage.data.preprocess.ahead.Ahead`):
         torch releases the GIL inside its operators, so the batch is prepared on another
         core while the step computes, with no batch to copy across from a worker process.
+    build : str
+        When a ``features`` cache is computed: ``before`` the first step, the whole split
+        at once on every core (:meth:`WindowStore.features`), or in the ``first_epoch``,
+        by the loader batch by batch as each batch is first read (inline or in the loader
+        thread; :meth:`WindowStore.feature_rows`), so the build overlaps the first epoch's
+        steps. The same values either way. Loader worker processes (``workers``) fill no
+        cache of this process's: with them the cache is built ``before``.
     """
 
     source: Literal["storage", "cache", "features"] = "storage"
@@ -63,6 +70,7 @@ class LoaderConfig:
     bandwidth: float | None = None
     prefetch: int = 2
     thread: bool = False
+    build: Literal["before", "first_epoch"] = "before"
 
 
 class WindowStore:
@@ -79,7 +87,10 @@ class WindowStore:
     def __init__(self, x: np.ndarray, y: np.ndarray, folder: Path) -> None:
         self.x, self.y, self.folder = x, y, Path(folder)
         self._features: dict[int, np.ndarray] = {}
-        #: Seconds :meth:`features` took to compute each cache (the first epoch's extra work).
+        # caches being filled batch by batch (feature_rows): the rows and which are done
+        self._partial: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        #: Seconds :meth:`features` (or every :meth:`feature_rows` that computed rows) took
+        #: to compute each cache (the first epoch's extra work).
         self.feature_seconds: dict[int, float] = {}
 
     def features(self, fitted: Any) -> np.ndarray:
@@ -100,6 +111,38 @@ class WindowStore:
             )
             self.feature_seconds[key] = time.perf_counter() - t0
         return self._features[key]
+
+    def feature_rows(self, fitted: Any, lo: int, hi: int) -> np.ndarray:
+        """Windows ``[lo, hi)`` of :meth:`features`, computing those not computed yet.
+
+        What a loader that builds the cache in the first epoch reads: each batch's windows
+        go through the cacheable steps when the batch is first read, on every core this
+        process may use (the pieces side by side, as :meth:`features` builds the whole
+        split), and are written into the cache; once every window is in, the cache is
+        :meth:`features`'s. Each window's features depend on that window alone, so the
+        values are those of the whole split built at once.
+        """
+        key = id(fitted)
+        if key in self._features:
+            return self._features[key][lo:hi]
+        if key not in self._partial:
+            window, width = fitted.split_for_cache()[0].output_shape(*self.x.shape[1:])
+            rows = torch.empty((len(self.x), window, width), dtype=torch.float32).numpy()
+            self._partial[key] = (rows, np.zeros(len(self.x), dtype=bool))
+            self.feature_seconds[key] = 0.0
+        rows, done = self._partial[key]
+        if not done[lo:hi].all():
+            t0 = time.perf_counter()
+            cached, _ = fitted.split_for_cache()
+            cached.transform(
+                self.x[lo:hi], train=False, threads=cores.usable_cores(), out=rows[lo:hi]
+            )
+            done[lo:hi] = True
+            self.feature_seconds[key] += time.perf_counter() - t0
+            if done.all():
+                self._features[key] = rows
+                del self._partial[key]
+        return rows[lo:hi]
 
     def batches(self, batch: int) -> int:
         """Full batches of ``batch`` windows."""
@@ -128,9 +171,11 @@ class _Batches(torch.utils.data.Dataset):
         self.paths = store.shards(config.batch) if config.source == "storage" else []
         share = max(1, config.workers)  # the rate is the storage's, shared by the readers
         self.rate = config.bandwidth / share if config.bandwidth else None
-        self.cached = None  # the features and the steps still to run on each batch
+        self.cached = None  # the features (None: filled as read) and the steps still to run
         if config.source == "features" and fitted is not None:
-            self.cached = (store.features(fitted), fitted.split_for_cache()[1])
+            lazy = config.build == "first_epoch" and not config.workers
+            features = None if lazy else store.features(fitted)
+            self.cached = (features, fitted.split_for_cache()[1])
 
     def __len__(self) -> int:
         return self.store.batches(self.config.batch)
@@ -142,7 +187,10 @@ class _Batches(torch.utils.data.Dataset):
             x = np.load(io.BytesIO(read_throttled(self.paths[i], self.rate)))
         elif self.cached is not None:
             features, fitted = self.cached
-            x = features[i * b : (i + 1) * b]
+            if features is None:  # the cache built as the first epoch reads it
+                x = self.store.feature_rows(self.fitted, i * b, (i + 1) * b)
+            else:
+                x = features[i * b : (i + 1) * b]
         else:
             x = self.store.x[i * b : (i + 1) * b]
         if self.config.preprocess == "cpu" and fitted is not None and fitted.steps:
@@ -172,6 +220,10 @@ class RunStats:
     loader_cpu : float or None
         CPU seconds of the loader thread per step (None without one; loader worker
         processes are not counted).
+    process_cpu : float
+        CPU seconds of this whole process per step, every thread of it (the training and
+        loader threads, and the threads a batch's preprocessing runs its pieces on);
+        loader worker processes are not counted.
     """
 
     step: float
@@ -180,6 +232,7 @@ class RunStats:
     samples_per_s: float
     main_cpu: float = 0.0
     loader_cpu: float | None = None
+    process_cpu: float = 0.0
 
     @property
     def stall_ratio(self) -> float:
@@ -194,6 +247,7 @@ def run_pipeline(
     step_fn: Callable[[torch.Tensor, torch.Tensor], None] | None = None,
     steps: int = 20,
     warmup: int = 2,
+    min_seconds: float = 0.0,
 ) -> RunStats:
     """Feed ``steps`` batches through ``config`` (and ``step_fn``, when given) and time them.
 
@@ -209,6 +263,10 @@ def run_pipeline(
         One training step on a batch; ``None`` measures the loader alone.
     steps, warmup : int
         Timed steps, after ``warmup`` untimed ones (worker start-up, first allocations).
+    min_seconds : float
+        Go on past ``steps`` until the timed steps have lasted this long: 20 steps of a
+        pipeline that serves a batch in under a millisecond last less than a scheduler
+        slice, and one descheduling then decides the run's rate.
     """
     dataset = _Batches(store, config, fitted)
     kwargs = (
@@ -226,11 +284,13 @@ def run_pipeline(
     waits, computes, it = [], [], _cycle(loader)
     if config.thread and not config.workers:
         it = Ahead(it, max(1, config.prefetch))
-    cpu0 = loader0 = 0.0
-    for k in range(warmup + steps):
+    cpu0 = loader0 = process0 = started = 0.0
+    k = 0
+    while k < warmup + steps or time.perf_counter() - started < min_seconds:
         if k == warmup:
-            cpu0 = time.thread_time()
+            cpu0, process0 = time.thread_time(), time.process_time()
             loader0 = it.cpu_seconds if isinstance(it, Ahead) else 0.0
+            started = time.perf_counter()
         t0 = time.perf_counter()
         x, y = next(it)
         if config.preprocess == "gpu" and on_gpu is not None and on_gpu.steps:
@@ -242,12 +302,21 @@ def run_pipeline(
         if k >= warmup:
             waits.append(t1 - t0)
             computes.append(t2 - t1)
-    main_cpu = (time.thread_time() - cpu0) / max(1, steps)
-    loader_cpu = (it.cpu_seconds - loader0) / max(1, steps) if isinstance(it, Ahead) else None
+        k += 1
+    timed = max(1, len(waits))
+    main_cpu = (time.thread_time() - cpu0) / timed
+    process_cpu = (time.process_time() - process0) / timed
+    loader_cpu = (it.cpu_seconds - loader0) / timed if isinstance(it, Ahead) else None
     it.close()  # ends the epoch loop, so persistent workers shut down with the loader
     wait, compute = float(np.mean(waits)), float(np.mean(computes))
     return RunStats(
-        wait + compute, wait, compute, config.batch / (wait + compute), main_cpu, loader_cpu
+        wait + compute,
+        wait,
+        compute,
+        config.batch / (wait + compute),
+        main_cpu,
+        loader_cpu,
+        process_cpu,
     )
 
 

@@ -74,6 +74,7 @@ class FittedPreprocess:
         total: int | None = None,
         epoch: int = 1,
         threads: int = 1,
+        out: np.ndarray | None = None,
     ) -> tuple[np.ndarray, tuple[str, ...]]:
         """Apply every step to windows ``x``, at most :data:`CHUNK` windows at a time.
 
@@ -103,6 +104,9 @@ class FittedPreprocess:
             count is restored after. Every piece's windows and draws are what one thread
             gives them, so the result is the same whatever the count. One by default: a
             whole split built once (the features cache) asks for the node's cores.
+        out : numpy.ndarray, optional
+            float32 ``(len(x), *output_shape)`` to write the result into (rows of a cache
+            filled batch by batch), instead of a new array; it is what is returned.
 
         Returns
         -------
@@ -112,7 +116,8 @@ class FittedPreprocess:
         Raises
         ------
         ValueError
-            If ``total`` is below ``start + len(x)``.
+            If ``total`` is below ``start + len(x)``, or ``out`` is not float32 of the
+            result's shape.
         """
         import torch
 
@@ -123,7 +128,11 @@ class FittedPreprocess:
         if device.type == "cpu":  # each piece's scratch reused, not faulted in again
             memory.keep_scratch_memory()
         window, features = self.output_shape(*x.shape[1:])
-        out = _empty((len(x), window, features))  # each piece written in place
+        shape = (len(x), window, features)
+        if out is None:
+            out = _empty(shape)  # each piece written in place
+        elif out.shape != shape or out.dtype != np.float32:
+            raise ValueError(f"out is {out.dtype} {out.shape}, the result float32 {shape}")
         augmenting = self.augments and train
         # Without augmentation no chunk's draws tie windows together: the CPU takes
         # PIECE-sized ranges straight through (no chunk-sized intermediates to join).
