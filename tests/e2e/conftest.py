@@ -77,8 +77,8 @@ def _monitor_once(home: Path) -> tuple[int, str]:
 
 
 def _watch_training(session: QuickstartSession, proc: subprocess.Popen) -> list[str]:
-    """Read the output up to the train stage, then poll the live view until the job's row
-    shows an epoch (or the job ends)."""
+    """Read the output up to the train stage, then poll the live view until the running
+    job's row shows an epoch (or the job ends)."""
     assert proc.stdout is not None
     lines = []
     for line in proc.stdout:  # one line per stage and epoch (not a terminal)
@@ -93,8 +93,8 @@ def _watch_training(session: QuickstartSession, proc: subprocess.Popen) -> list[
             session.monitor_failure = view
             break
         row = training_row(view)
-        if row and row[3] == "train" and row[4] not in ("-", "0"):
-            break
+        if row and row[2] == "running" and row[4] not in ("-", "0"):
+            break  # an epoch in the train stage, or all of them done between two views
         time.sleep(0.5)
     return lines
 
