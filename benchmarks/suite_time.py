@@ -10,9 +10,9 @@ this script times two things back to back, on today's code, in one run:
   it is today (its tests since made stronger, some added); only those files' tests run;
 - the whole suite.
 
-Both go through the same three lanes, so their ratio is measured in the same run. While
-each runs, /proc/stat is sampled every 5 s: the share of the cores busy says whether the
-suite is CPU-bound (then its wall time is its CPU time over the cores).
+Both go through the same three lanes, so their ratio is measured in the same run. The share
+of the cores busy over each run (/proc/stat, :func:`engage.profiler.measure.node_busy_seconds`)
+says whether the suite is CPU-bound (then its wall time is its CPU time over the cores).
 
 Usage: ``python benchmarks/suite_time.py [--baseline 8803b50]``; needs the git history and
 the set-up ``make test`` does (the venv, Prometheus, PostgreSQL, Chromium).
@@ -26,11 +26,13 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from _report import git_commit, machine, write_section
+
+from engage.profiler.cores import usable_cores
+from engage.profiler.measure import node_busy_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
@@ -69,48 +71,11 @@ def issue_time_files(baseline: str) -> tuple[list[str], list[str]]:
     return [p for p in today if (REPO / p).exists()], [p for p in then if p in gone]
 
 
-class BusySampler:
-    """The share of all cores busy (not idle or iowait), sampled from /proc/stat every 5 s."""
-
-    def __init__(self, every_s: float = 5.0) -> None:
-        self.samples: list[float] = []
-        self._every = every_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    @staticmethod
-    def _read() -> tuple[int, int]:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        return sum(fields), fields[3] + fields[4]
-
-    def _run(self) -> None:
-        last = self._read()
-        while not self._stop.wait(self._every):
-            now = self._read()
-            total = now[0] - last[0]
-            if total > 0:
-                self.samples.append(1 - (now[1] - last[1]) / total)
-            last = now
-
-    def __enter__(self) -> BusySampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def mean(self) -> float:
-        """The mean busy share over the samples (0 when none was taken)."""
-        return sum(self.samples) / len(self.samples) if self.samples else 0.0
-
-
 def run_lanes(extra: list[str], env: dict[str, str], log: Path) -> dict:
     """Run tests/lanes.py, its whole output into ``log``; its wall time, each lane's
     summary, the busy share, the exit code."""
-    with BusySampler() as busy, log.open("w") as out_file:
-        started = time.monotonic()
+    with log.open("w") as out_file:
+        busy0, started = node_busy_seconds(), time.monotonic()
         done = subprocess.run(
             [sys.executable, "tests/lanes.py", *extra],
             cwd=REPO,
@@ -119,6 +84,7 @@ def run_lanes(extra: list[str], env: dict[str, str], log: Path) -> dict:
             stderr=subprocess.STDOUT,
         )
         took = time.monotonic() - started
+        busy = (node_busy_seconds() - busy0) / (took * usable_cores())
     out = log.read_text()
     summaries = re.findall(r"^(\d+ passed.*? in [\d.]+s).*$", out, re.M)
     passed = sum(int(s.split()[0]) for s in summaries)
@@ -127,7 +93,7 @@ def run_lanes(extra: list[str], env: dict[str, str], log: Path) -> dict:
         "code": done.returncode,
         "passed": passed,
         "summaries": summaries,
-        "busy": busy.mean,
+        "busy": busy,
         "tail": out[-3000:],
     }
 
