@@ -69,7 +69,12 @@ def test_sigterm_stops_every_lane(tmp_path: Path) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    driver_ps = psutil.Process(driver.pid)
     lanes: list[psutil.Process] = []
+    family = [driver_ps]  # the driver's processes only: this pytest has children of its own
+    # One of this pytest's own: the unit lane runs the watched-job scenario's `engage run`
+    # beside this test (tests/conftest.py); cleaning up here must not kill it.
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     try:
         deadline = time.monotonic() + 60
         while len(lanes) < 3 and time.monotonic() < deadline:
@@ -81,14 +86,23 @@ def test_sigterm_stops_every_lane(tmp_path: Path) -> None:
             ]
         assert len(lanes) == 3, "the three lanes did not start"
         time.sleep(2)  # into the waiting test
+        family = [driver_ps, *driver_ps.children(recursive=True)]
 
         driver.send_signal(signal.SIGTERM)
         code = driver.wait(timeout=60)
         _, alive = psutil.wait_procs(lanes, timeout=10)
-    finally:  # the lanes are the driver's children: left running, they are no longer ours
-        for p in [*psutil.Process().children(recursive=True), *lanes]:
+    finally:  # left running, the lanes are no longer ours to find: kill what was recorded
+        for p in [*family, *lanes]:
             with contextlib.suppress(psutil.Error):
                 p.kill()
+        try:  # a SIGKILL lands a moment after kill() returns
+            bystander.wait(timeout=2)
+            bystander_alive = False
+        except subprocess.TimeoutExpired:
+            bystander_alive = True
+        bystander.kill()
+        bystander.wait()
 
+    assert bystander_alive, "the test's clean-up killed a process that was not the driver's"
     assert code != 0
     assert alive == [], f"lanes left running after SIGTERM: {[p.pid for p in alive]}"
