@@ -4,15 +4,16 @@ The compute bound is the training step on batches already in memory; the loader 
 alone from storage (cold, throttled to a bandwidth) and from the cache; preprocessing is
 timed on one CPU core (at the batch and at twice it) and, where there is one, on the GPU;
 a cheap probe times what a loader worker process adds to hand a model-ready batch across
-(its transfer). Torch uses as many threads as a training worker has CPUs, as it would in
-the job.
+(its transfer). The stages that compute are timed in turns, round by round, so that load
+on the machine meets each alike. Torch uses as many threads as a training worker has CPUs,
+as it would in the job.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,9 @@ def torch_threads(n: int) -> Iterator[None]:
     finally:
         torch.set_num_threads(before)
 
+
+STAGE_ROUNDS = 5
+"""Rounds each computing stage is timed in, taking turns with the others."""
 
 FREE_SAMPLE_S = 0.5
 """Seconds over which :func:`free_cpus` samples what other processes keep busy."""
@@ -91,11 +95,21 @@ def free_cpus(interval: float = FREE_SAMPLE_S) -> float:
     return capacity_left(busy, own, time.perf_counter() - t0, usable_cores())
 
 
-def time_per_call(
-    fn: Any, steps: int, warmup: int = 1, rounds: int = 3, min_round_s: float = 0.05
-) -> float:
-    """Seconds per call of ``fn``: the steps are split into ``rounds`` back-to-back rounds,
-    and the fastest round's mean is returned.
+def time_interleaved(
+    fns: dict[str, Callable[[], Any]],
+    steps: int,
+    warmup: int = 1,
+    rounds: int = 3,
+    min_round_s: float = 0.05,
+) -> dict[str, float]:
+    """Seconds per call of each of ``fns``: each one's ``steps`` are split into ``rounds``
+    rounds, the stages take turns round by round (in reverse order on odd rounds), and each
+    stage's fastest round's mean is returned.
+
+    Interleaved, so that load on the machine that comes and goes meets every stage alike:
+    timed one stage after the other, a busy spell that covered all the rounds of one stage
+    decided the comparison (under CI load a 0.3 ms model came out slower than 2 ms of
+    preprocessing, and a preprocessing-bound job was called compute-bound).
 
     A mean, not a median, since throughput is what is predicted; the fastest round's, as
     ``timeit`` advises, because a slower round measures the machine's other processes
@@ -103,23 +117,46 @@ def time_per_call(
     0.3 ms model made it look slower than 2 ms of preprocessing.
 
     Each round lasts at least ``min_round_s`` (more calls than ``steps / rounds`` for a
-    cheap ``fn``: calls go on until the round has run that long): a round of a few
+    cheap stage: calls go on until the round has run that long): a round of a few
     milliseconds is shorter than a scheduler slice, and the fastest of three such rounds
     measured a lucky burst (0.52-0.58 ms for a step the pipeline ran at 0.9-1.1 ms, on a
     loaded 2-core host) instead of the throughput the pipeline gets.
     """
-    for _ in range(warmup):
-        fn()
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
     rounds = max(1, min(rounds, steps))
     per_round = -(-steps // rounds)
-    best = float("inf")
-    for _ in range(rounds):
-        calls, start = 0, time.perf_counter()
-        while calls < per_round or time.perf_counter() - start < min_round_s:
-            fn()
-            calls += 1
-        best = min(best, (time.perf_counter() - start) / calls)
+    best = dict.fromkeys(fns, float("inf"))
+    names = list(fns)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else reversed(names):
+            fn = fns[name]
+            calls, start = 0, time.perf_counter()
+            while calls < per_round or time.perf_counter() - start < min_round_s:
+                fn()
+                calls += 1
+            best[name] = min(best[name], (time.perf_counter() - start) / calls)
     return best
+
+
+def time_per_call(
+    fn: Callable[[], Any], steps: int, warmup: int = 1, rounds: int = 3, min_round_s: float = 0.05
+) -> float:
+    """Seconds per call of ``fn`` alone: :func:`time_interleaved` with one stage."""
+    return time_interleaved({"fn": fn}, steps, warmup, rounds, min_round_s)["fn"]
+
+
+def compute_call(
+    spec: PipelineSpec, inputs: np.ndarray, y: np.ndarray, outputs: int, batch: int
+) -> Callable[[], Any]:
+    """One training step of ``spec``'s model on a batch of in-memory model inputs, as a
+    call of no arguments (``outputs``: the model's output width, classes or 1)."""
+    shape = ModelShape(inputs.shape[1], inputs.shape[2], outputs)
+    step = make_step(spec, shape)
+    x = torch.from_numpy(_rows(inputs, batch))
+    t = torch.from_numpy(_rows(y, batch))
+    return lambda: step(x, t)
 
 
 def time_compute(
@@ -129,17 +166,12 @@ def time_compute(
 
     ``outputs`` is the model's output width (classes, or 1 for regression).
     """
-    shape = ModelShape(inputs.shape[1], inputs.shape[2], outputs)
-    step = make_step(spec, shape)
-    x = torch.from_numpy(_rows(inputs, batch))
-    t = torch.from_numpy(_rows(y, batch))
-    return time_per_call(lambda: step(x, t), steps)
+    return time_per_call(compute_call(spec, inputs, y, outputs, batch), steps)
 
 
-def time_preprocess(fitted: Any, x: np.ndarray, batch: int, steps: int, device: str) -> float:
-    """Seconds to preprocess one batch (with augmentation) on ``device``."""
-    if fitted is None:
-        return 0.0
+def preprocess_call(fitted: Any, x: np.ndarray, batch: int, device: str) -> Callable[[], Any]:
+    """One batch of ``x`` preprocessed (with augmentation) on ``device``, waited for on a
+    GPU, as a call of no arguments."""
     chunk = x[:batch]
     dev = torch.device(device)
 
@@ -149,7 +181,7 @@ def time_preprocess(fitted: Any, x: np.ndarray, batch: int, steps: int, device: 
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
-    return time_per_call(once, steps)
+    return once
 
 
 def _rows(a: np.ndarray, n: int) -> np.ndarray:
@@ -238,19 +270,18 @@ def measure(
     with torch_threads(cpus):
         storage = run_pipeline(store, LoaderConfig("storage", 0, "none", b, bandwidth), steps=steps)
         cache = run_pipeline(store, LoaderConfig("cache", 0, "none", b), steps=steps)
-        prep = time_preprocess(fitted, data.train.x, b, steps, "cpu")
-        prep_large = (
-            time_preprocess(fitted, data.train.x, 2 * b, steps, "cpu")
-            if fitted is not None and len(data.train.x) >= 2 * b
-            else None
-        )
-        gpu = (
-            time_preprocess(fitted, data.train.x, b, steps, "cuda")
-            if torch.cuda.is_available()
-            else None
-        )
-        compute = time_compute(spec, inputs, data.train.y, outputs, b, steps)
-        large = time_compute(spec, inputs, data.train.y, outputs, 2 * b, steps)
+        # The stages that compute, timed in turns (time_interleaved says why).
+        stages = {
+            "compute": compute_call(spec, inputs, data.train.y, outputs, b),
+            "compute_large": compute_call(spec, inputs, data.train.y, outputs, 2 * b),
+        }
+        if fitted is not None:
+            stages["preprocess"] = preprocess_call(fitted, data.train.x, b, "cpu")
+            if len(data.train.x) >= 2 * b:
+                stages["preprocess_large"] = preprocess_call(fitted, data.train.x, 2 * b, "cpu")
+            if torch.cuda.is_available():
+                stages["preprocess_gpu"] = preprocess_call(fitted, data.train.x, b, "cuda")
+        took = time_interleaved(stages, steps, rounds=STAGE_ROUNDS)
         transfer = time_transfer(np.ascontiguousarray(_rows(inputs, b)), steps)
     read = store.shard_bytes(b) / bandwidth if bandwidth else 0.0
     return StageTimes(
@@ -258,13 +289,13 @@ def measure(
         storage=storage.step,
         read=min(read, storage.step),
         cache=cache.step,
-        preprocess=prep,
-        preprocess_gpu=gpu if fitted is not None else None,
-        compute=compute,
-        compute_large=large,
+        preprocess=took.get("preprocess", 0.0),
+        preprocess_gpu=took.get("preprocess_gpu"),
+        compute=took["compute"],
+        compute_large=took["compute_large"],
         cores=max(1, usable_cores() - cpus),
         bandwidth=bandwidth,
         free_cpus=free,
         transfer=transfer,
-        preprocess_large=prep_large,
+        preprocess_large=took.get("preprocess_large"),
     )

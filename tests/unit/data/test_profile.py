@@ -64,7 +64,7 @@ def test_throttled_reads_make_a_storage_bound_job() -> None:
     # decode once took under CI load (at 300KB/s the 39 ms wait lost to it).
     report = profile_job(spec, _prepared(False), bandwidth=parse_bandwidth("50KB/s"), steps=3)
 
-    assert report.verdict == STORAGE
+    assert report.verdict == STORAGE, report.times  # the stage times, when it fails
     assert report.times.read > 0.5 * report.times.storage
     assert report.remedies[0].name == "cache decoded windows"
 
@@ -76,7 +76,7 @@ def test_heavy_window_operators_make_a_preprocessing_bound_job() -> None:
     # machine could outweigh a 4-10x margin (preprocessing 1.3-2.7 ms, compute 0.2-0.4 ms).
     report = profile_job(spec, _prepared(True), steps=20)
 
-    assert report.verdict == PREPROCESSING
+    assert report.verdict == PREPROCESSING, report.times  # the stage times, when it fails
     assert report.times.preprocess > report.times.compute
 
 
@@ -85,7 +85,7 @@ def test_a_large_model_on_light_data_is_compute_bound() -> None:
 
     report = profile_job(spec, _prepared(False), steps=5)
 
-    assert report.verdict == COMPUTE
+    assert report.verdict == COMPUTE, report.times  # the stage times, when it fails
     assert "a larger batch may help" in report.advice
 
 
@@ -199,3 +199,39 @@ def test_a_cheap_stage_is_timed_over_rounds_longer_than_a_scheduler_slice() -> N
     assert len(calls) > 1 + 3 * 2
     assert calls[-1] - calls[1] >= 3 * 0.05 - 0.02  # the last call's own time not counted
     assert 0.001 <= seconds < 0.025  # a mean over the round, not its 50 ms
+
+
+def test_the_stages_are_timed_in_interleaved_rounds_so_a_burst_of_load_meets_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from engage.profiler import measure
+
+    # The profiler's clock: preprocessing costs 2 ms a call and compute 0.3 ms, but the host
+    # is busy for the first 0.25 s (every call then takes 10x): timed one stage after the
+    # other, every round of the stage timed first fell in the busy spell (CI saw a 0.3 ms
+    # model timed slower than 2 ms of preprocessing, and the job called compute-bound).
+    now = [0.0]
+    monkeypatch.setattr(measure, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    order: list[str] = []
+
+    def stage(name: str, cost: float):
+        def call() -> None:
+            order.append(name)
+            now[0] += cost * (10 if now[0] < 0.25 else 1)
+
+        return call
+
+    got = measure.time_interleaved(
+        {"compute": stage("compute", 0.0003), "preprocess": stage("preprocess", 0.002)},
+        steps=20,
+        rounds=5,
+    )
+
+    assert got["compute"] == pytest.approx(0.0003)
+    assert got["preprocess"] == pytest.approx(0.002)
+    runs = [name for i, name in enumerate(order) if i == 0 or order[i - 1] != name]
+    # A warm-up call of each (C P), then 5 rounds, in reverse order on odd rounds:
+    # C P | P C | C P | P C | C P, so the runs of one stage are C P C P C P C P.
+    assert runs == ["compute", "preprocess"] * 4
