@@ -104,30 +104,35 @@ def time_interleaved(
 ) -> dict[str, float]:
     """Seconds per call of each of ``fns``: each one's ``steps`` are split into ``rounds``
     rounds, the stages take turns round by round (in reverse order on odd rounds), and each
-    stage's fastest round's mean is returned.
+    stage's median round mean is returned.
 
     Interleaved, so that load on the machine that comes and goes meets every stage alike:
     timed one stage after the other, a busy spell that covered all the rounds of one stage
     decided the comparison (under CI load a 0.3 ms model came out slower than 2 ms of
     preprocessing, and a preprocessing-bound job was called compute-bound).
 
-    A mean, not a median, since throughput is what is predicted; the fastest round's, as
-    ``timeit`` advises, because a slower round measures the machine's other processes
-    (a descheduled step on a busy host), not the stage: one such stall among 20 steps of a
-    0.3 ms model made it look slower than 2 ms of preprocessing.
+    A round's mean, since throughput is what is predicted; the median round's, since the
+    predictions are compared with pipelines timed over whole runs on the same machine: the
+    fastest of five rounds measured the host at its quickest moment (on this shared 2-core
+    host, 10-15% under the typical speed), which set a bound the loaders measured against
+    it could not reach (0.65 of it, 0.94 against the median) and predicted the cache's
+    speedup on a 0.6 ms model 15% high. The median still leaves out a round stalled by
+    other processes (a descheduled step on a busy host): one such stall among 20 steps of
+    a 0.3 ms model, in a mean over all of them, made it look slower than 2 ms of
+    preprocessing.
 
     Each round lasts at least ``min_round_s`` (more calls than ``steps / rounds`` for a
     cheap stage: calls go on until the round has run that long): a round of a few
-    milliseconds is shorter than a scheduler slice, and the fastest of three such rounds
-    measured a lucky burst (0.52-0.58 ms for a step the pipeline ran at 0.9-1.1 ms, on a
-    loaded 2-core host) instead of the throughput the pipeline gets.
+    milliseconds is shorter than a scheduler slice, and such rounds measured a lucky burst
+    (0.52-0.58 ms for a step the pipeline ran at 0.9-1.1 ms, on a loaded 2-core host)
+    instead of the throughput the pipeline gets.
     """
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     rounds = max(1, min(rounds, steps))
     per_round = -(-steps // rounds)
-    best = dict.fromkeys(fns, float("inf"))
+    means: dict[str, list[float]] = {name: [] for name in fns}
     names = list(fns)
     for r in range(rounds):
         for name in names if r % 2 == 0 else reversed(names):
@@ -136,8 +141,8 @@ def time_interleaved(
             while calls < per_round or time.perf_counter() - start < min_round_s:
                 fn()
                 calls += 1
-            best[name] = min(best[name], (time.perf_counter() - start) / calls)
-    return best
+            means[name].append((time.perf_counter() - start) / calls)
+    return {name: float(np.median(m)) for name, m in means.items()}
 
 
 def time_per_call(
@@ -225,7 +230,7 @@ def time_transfer(sample: np.ndarray, steps: int) -> float:
     this process: one worker's per-batch rate serving copies of ``sample`` (the copy into
     shared memory, the queue, the receiving side) minus the same copies served inline.
 
-    The fastest of two tries each way (as :func:`time_per_call`), at least 0.
+    The fastest of two tries each way, at least 0.
     """
     steps = max(2, steps)
     inline = min(_per_batch(sample, steps, 0) for _ in range(2))
