@@ -423,7 +423,7 @@ def main() -> None:
         "--rounds", type=int, default=3, help="ABBA rounds of the loaders compared on (a)"
     )
     parser.add_argument(
-        "--repeats", type=int, default=7, help="what-if repetitions: a profile, a round each"
+        "--repeats", type=int, default=11, help="what-if repetitions: a profile, a round each"
     )
     parser.add_argument("--bandwidth", default="2MB/s")
     parser.add_argument("--set", dest="overrides", action="append", default=[])

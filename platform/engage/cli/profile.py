@@ -35,7 +35,16 @@ def _stages_table(times) -> Table:
         ("preprocessing, GPU", times.preprocess_gpu),
         ("compute (model alone)", times.compute),
         (f"compute at batch {2 * times.batch}", times.compute_large),
+        ("a batch handed over by a loader worker process", times.transfer),
     ]
+    if times.preprocess:  # the co-run probe ran: the two stages side by side
+        rows += [
+            ("compute, a preprocessing worker beside it", times.compute * times.corun_compute),
+            (
+                "preprocessing in a worker, beside the step",
+                times.preprocess * times.corun_preprocess,
+            ),
+        ]
     for name, value in rows:
         table.add_row(name, "n/a" if value is None else f"{value * 1000:.2f}")
     return table

@@ -53,6 +53,10 @@ class StageTimes:
     preprocess_large : float or None
         Preprocessing of ``2 * batch`` windows on one CPU core; ``None`` when unmeasured
         (then taken as twice ``preprocess``).
+    corun_compute, corun_preprocess : float
+        How much slower the training step and the preprocessing run while a loader worker
+        process preprocesses beside the step (each against its time alone, at least 1;
+        1 when unmeasured): what overlapping them costs on shared cores and memory.
     """
 
     batch: int
@@ -68,6 +72,8 @@ class StageTimes:
     free_cpus: float | None = None
     transfer: float = 0.0
     preprocess_large: float | None = None
+    corun_compute: float = 1.0
+    corun_preprocess: float = 1.0
 
     @property
     def step(self) -> float:
@@ -131,9 +137,13 @@ def remedies(t: StageTimes, preprocess: bool = True) -> list[Remedy]:
     free = t.free_cpus if t.free_cpus is not None else workers + 1.0
     # A worker is another process: each batch also crosses to the training process
     # (t.transfer), CPU work on the worker's side of the pipeline and on the shared cores.
+    # The step and the worker's preprocessing, run at once, slow each other down (measured
+    # side by side, which on a loaded node includes waiting for a core: so the CPU-work
+    # term, which takes the load from ``free``, keeps the times alone).
     cpu_work = t.storage - t.read + t.preprocess + t.transfer + t.compute
-    loader = (t.storage + t.preprocess + t.transfer) / workers
-    overlapped = max(t.compute, t.read, loader, cpu_work / max(free, 1.0))
+    loader = (t.storage + t.preprocess * t.corun_preprocess + t.transfer) / workers
+    step = t.compute * t.corun_compute
+    overlapped = max(step, t.read, loader, cpu_work / max(free, 1.0))
     faster = t.storage - t.read * (1.0 - 1.0 / FASTER_STORAGE)
     # The larger batch's preprocessing as measured at that size (not linear in windows:
     # a batch of features twice as large no longer fits the same caches).

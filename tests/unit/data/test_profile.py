@@ -235,3 +235,38 @@ def test_the_stages_are_timed_in_interleaved_rounds_so_a_burst_of_load_meets_eac
     # A warm-up call of each (C P), then 5 rounds, in reverse order on odd rounds:
     # C P | P C | C P | P C | C P, so the runs of one stage are C P C P C P C P.
     assert runs == ["compute", "preprocess"] * 4
+
+
+def test_a_loader_worker_pays_what_running_beside_the_step_costs_both() -> None:
+    alone = {r.name: r.speedup for r in remedies(_times(transfer=0.6))}
+    beside = {
+        r.name: r.speedup
+        for r in remedies(_times(transfer=0.6, corun_preprocess=1.5, corun_compute=1.2))
+    }
+
+    # Worker side (storage 1 + preprocessing 2 x 1.5 + transfer 0.6) / 3 = 1.53 > compute 1.2.
+    assert beside["3 CPU loader worker(s)"] == pytest.approx(4.0 / (4.6 / 3))
+    assert alone["3 CPU loader worker(s)"] == pytest.approx(4.0 / 1.2)
+    # Only the overlap pays it: the inline remedies run one stage at a time.
+    assert beside["cache decoded windows"] == alone["cache decoded windows"]
+    # A compute-side slowdown alone makes the step the bound: 1 x 1.8 > (1 + 2 + 0.6) / 3.
+    slow_step = {r.name: r.speedup for r in remedies(_times(transfer=0.6, corun_compute=1.8))}
+    assert slow_step["3 CPU loader worker(s)"] == pytest.approx(4.0 / 1.8)
+
+
+def test_the_corun_probe_times_the_step_here_and_the_preprocessing_in_a_worker() -> None:
+    import os
+
+    from engage.profiler.measure import time_corun
+
+    pids = set()
+
+    def preprocess() -> None:
+        pids.add(os.getpid())  # in the worker: this process's set stays empty
+        time.sleep(0.004)
+
+    compute, prep = time_corun(lambda: time.sleep(0.002), preprocess, steps=5)
+
+    assert pids == set()
+    assert 0.002 <= compute < 0.05
+    assert 0.004 <= prep < 0.05
