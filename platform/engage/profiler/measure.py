@@ -5,9 +5,9 @@ alone from storage (cold, throttled to a bandwidth) and from the cache; preproce
 timed on one CPU core (at the batch and at twice it) and, where there is one, on the GPU;
 a cheap probe times what a loader worker process adds to hand a model-ready batch across
 (its transfer), and another what the step and preprocessing in a worker process cost each
-other when they run at once (their co-run slowdowns). The stages that compute are timed in turns, round by round, so that load
-on the machine meets each alike. Torch uses as many threads as a training worker has CPUs,
-as it would in the job.
+other when they run at once (their co-run slowdowns). The stages that compute are timed in
+turns, round by round, so that load on the machine meets each alike. Torch uses as many
+threads as a training worker has CPUs, as it would in the job.
 """
 
 from __future__ import annotations
@@ -116,8 +116,8 @@ def time_interleaved(
     predictions are compared with pipelines timed over whole runs on the same machine: the
     fastest of five rounds measured the host at its quickest moment (on this shared 2-core
     host, 10-15% under the typical speed), which set a bound the loaders measured against
-    it could not reach (0.65 of it, 0.94 against the median) and predicted the cache's
-    speedup on a 0.6 ms model 15% high. The median still leaves out a round stalled by
+    it could not reach (0.60-0.65 of it in three runs; 0.72-0.94 against the median). The
+    median still leaves out a round stalled by
     other processes (a descheduled step on a busy host): one such stall among 20 steps of
     a 0.3 ms model, in a mean over all of them, made it look slower than 2 ms of
     preprocessing.
