@@ -45,6 +45,10 @@ def _stages_table(times) -> Table:
                 times.preprocess * times.corun_preprocess,
             ),
         ]
+    rows += [
+        (f"compute after {gap * 1000:.1f} ms idle (waiting for reads)", times.compute + extra)
+        for gap, extra in times.idle_penalty
+    ]
     for name, value in rows:
         table.add_row(name, "n/a" if value is None else f"{value * 1000:.2f}")
     return table

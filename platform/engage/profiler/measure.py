@@ -5,13 +5,16 @@ alone from storage (cold, throttled to a bandwidth) and from the cache; preproce
 timed on one CPU core (at the batch and at twice it) and, where there is one, on the GPU;
 a cheap probe times what a loader worker process adds to hand a model-ready batch across
 (its transfer), and another what the step and preprocessing in a worker process cost each
-other when they run at once (their co-run slowdowns). The stages that compute are timed in
-turns, round by round, so that load on the machine meets each alike. Torch uses as many
-threads as a training worker has CPUs, as it would in the job.
+other when they run at once (their co-run slowdowns). When reads are throttled, the step is
+also timed right after the thread idled as long as it waits for storage (a step after a wait
+runs slower than one after another step). The stages that compute are timed in turns, round
+by round, so that load on the machine meets each alike. Torch uses as many threads as a
+training worker has CPUs, as it would in the job.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +28,7 @@ import torch
 from engage.profiler.compute import make_step
 from engage.profiler.cores import usable_cores
 from engage.profiler.loader import LoaderConfig, WindowStore, run_pipeline
-from engage.profiler.verdict import StageTimes
+from engage.profiler.verdict import FASTER_STORAGE, StageTimes
 from engage.spec.models import PipelineSpec
 from engage.train.builders import ModelShape
 
@@ -43,6 +46,21 @@ def torch_threads(n: int) -> Iterator[None]:
 
 STAGE_ROUNDS = 5
 """Rounds each computing stage is timed in, taking turns with the others."""
+
+STAGE_MIN_ROUND_S = 0.1
+"""Seconds each of those rounds lasts at least: five of them time a cheap stage over
+0.5 s, as long as the what-if benchmark times each pipeline it compares (a 1 ms step
+timed over 0.25 s moved by 30% from one profile to the next on this 2-core VM)."""
+
+ROTATE_BATCHES = 8
+"""Distinct in-memory batches the compute stage cycles through, as training steps each
+take a batch the loader has just made: one batch used over and over stays in the core's
+caches, and the step on it came out 5-10% faster than on a fresh batch each step."""
+
+MAX_IDLE_S = 0.1
+"""Longest idle gap :func:`time_after_idle` sleeps: what a step loses after a wait stopped
+growing well before it on the hosts measured (a 0.85 ms step took 2.2 ms after 10 ms idle
+and 2.3 ms after 40 ms), and longer sleeps would only lengthen the profile."""
 
 FREE_SAMPLE_S = 0.5
 """Seconds over which :func:`free_cpus` samples what other processes keep busy."""
@@ -160,9 +178,15 @@ def compute_call(
     call of no arguments (``outputs``: the model's output width, classes or 1)."""
     shape = ModelShape(inputs.shape[1], inputs.shape[2], outputs)
     step = make_step(spec, shape)
-    x = torch.from_numpy(_rows(inputs, batch))
-    t = torch.from_numpy(_rows(y, batch))
-    return lambda: step(x, t)
+    xs, ts = _batches(inputs, batch), _batches(y, batch)
+    turn = itertools.count()
+
+    def once() -> Any:
+        """One step, on the next of the batches in turn (:data:`ROTATE_BATCHES`)."""
+        i = next(turn) % len(xs)
+        return step(xs[i], ts[i])
+
+    return once
 
 
 def time_compute(
@@ -188,6 +212,15 @@ def preprocess_call(fitted: Any, x: np.ndarray, batch: int, device: str) -> Call
             torch.cuda.synchronize()
 
     return once
+
+
+def _batches(a: np.ndarray, n: int, count: int = ROTATE_BATCHES) -> list[torch.Tensor]:
+    """Up to ``count`` distinct batches of ``n`` consecutive rows of ``a`` (one, its rows
+    repeated, when ``a`` has fewer than ``n``)."""
+    if len(a) < 2 * n:
+        return [torch.from_numpy(np.ascontiguousarray(_rows(a, n)))]
+    k = min(count, len(a) // n)
+    return [torch.from_numpy(np.ascontiguousarray(a[i * n : (i + 1) * n])) for i in range(k)]
 
 
 def _rows(a: np.ndarray, n: int) -> np.ndarray:
@@ -253,6 +286,34 @@ class _Timed(torch.utils.data.Dataset):
         start = time.perf_counter()
         self.fn()
         return torch.tensor(time.perf_counter() - start, dtype=torch.float64)
+
+
+def time_after_idle(
+    fn: Callable[[], Any], gaps: tuple[float, ...], steps: int, warmup: int = 1
+) -> dict[float, float]:
+    """Median seconds of one call of ``fn`` right after this thread slept each of ``gaps``
+    seconds (capped at :data:`MAX_IDLE_S`), and right after another call (gap 0).
+
+    A loader that makes the training step wait for storage leaves the core idle, and the
+    step that follows runs slower: the core's caches were cooled by other work, its clock
+    dropped, or a virtual core was handed back to the host. On this 2-core VM a 0.85 ms step
+    took 1.4 ms after 2 ms idle and 2.2 ms after 10 ms; the default pipeline's steps behind
+    2 MB/s reads took 1.9-2.5 ms, and the what-if had charged them 0.85. The gaps take turns
+    step by step (in reverse order on odd steps), so load that comes and goes meets each.
+    Returns ``{gap: seconds}``, with the key 0.0 for the call after another call.
+    """
+    order = list(dict.fromkeys([0.0, *gaps]))
+    for _ in range(warmup):
+        fn()
+    took: dict[float, list[float]] = {g: [] for g in order}
+    for k in range(max(1, steps)):
+        for gap in order if k % 2 == 0 else reversed(order):
+            if gap > 0:
+                time.sleep(min(gap, MAX_IDLE_S))
+            start = time.perf_counter()
+            fn()
+            took[gap].append(time.perf_counter() - start)
+    return {g: float(np.median(t)) for g, t in took.items()}
 
 
 def time_corun(
@@ -333,17 +394,22 @@ def measure(
                 stages["preprocess_large"] = preprocess_call(fitted, data.train.x, 2 * b, "cpu")
             if torch.cuda.is_available():
                 stages["preprocess_gpu"] = preprocess_call(fitted, data.train.x, b, "cuda")
-        took = time_interleaved(stages, steps, rounds=STAGE_ROUNDS)
+        took = time_interleaved(stages, steps, rounds=STAGE_ROUNDS, min_round_s=STAGE_MIN_ROUND_S)
         corun = (1.0, 1.0)
         if "preprocess" in stages:  # the stages alone, then side by side
             c, p = time_corun(stages["compute"], stages["preprocess"], steps)
             corun = (c / took["compute"], p / took["preprocess"])
         transfer = time_transfer(np.ascontiguousarray(_rows(inputs, b)), steps)
-    read = store.shard_bytes(b) / bandwidth if bandwidth else 0.0
+        read = min(store.shard_bytes(b) / bandwidth, storage.step) if bandwidth else 0.0
+        idle: tuple[tuple[float, float], ...] = ()
+        if read > 0:  # the default waits ``read`` a step, 4x faster storage a quarter of it
+            gaps = tuple(sorted({read, read / FASTER_STORAGE}))
+            after = time_after_idle(stages["compute"], gaps, steps)
+            idle = tuple((g, max(0.0, after[g] - after[0.0])) for g in gaps)
     return StageTimes(
         batch=b,
         storage=storage.step,
-        read=min(read, storage.step),
+        read=read,
         cache=cache.step,
         preprocess=took.get("preprocess", 0.0),
         preprocess_gpu=took.get("preprocess_gpu"),
@@ -356,4 +422,5 @@ def measure(
         preprocess_large=took.get("preprocess_large"),
         corun_compute=max(1.0, corun[0]),
         corun_preprocess=max(1.0, corun[1]),
+        idle_penalty=idle,
     )

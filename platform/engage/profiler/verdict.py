@@ -1,7 +1,8 @@
 """From stage times to a verdict and the predicted speedup of each remedy.
 
 The default pipeline loads, preprocesses and computes one after the other, so a step
-takes ``storage + preprocess + compute``; the largest term names the bound. Each remedy
+takes ``storage + preprocess + compute`` (and what the step loses after idling through the
+reads); the largest term names the bound. Each remedy
 changes one term (or overlaps them) and its predicted speedup is the ratio of the
 per-sample times, in the style of DS-Analyzer's differential what-if analysis.
 """
@@ -9,6 +10,8 @@ per-sample times, in the style of DS-Analyzer's differential what-if analysis.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+
+import numpy as np
 
 from engage.profiler.loader import LoaderConfig
 
@@ -57,6 +60,11 @@ class StageTimes:
         How much slower the training step and the preprocessing run while a loader worker
         process preprocesses beside the step (each against its time alone, at least 1;
         1 when unmeasured): what overlapping them costs on shared cores and memory.
+    idle_penalty : tuple of (float, float)
+        ``(idle seconds, extra seconds)`` pairs, gaps ascending: how much longer the
+        training step takes right after its thread idled that long waiting for storage
+        (a step after a wait runs slower than one after another step); empty when reads
+        are not throttled (then the loader leaves no idle wait to measure).
     """
 
     batch: int
@@ -74,11 +82,23 @@ class StageTimes:
     preprocess_large: float | None = None
     corun_compute: float = 1.0
     corun_preprocess: float = 1.0
+    idle_penalty: tuple[tuple[float, float], ...] = ()
 
     @property
     def step(self) -> float:
-        """Predicted step of the default pipeline (load, preprocess and compute in turn)."""
-        return self.storage + self.preprocess + self.compute
+        """Predicted step of the default pipeline (load, preprocess and compute in turn; the
+        step after the thread idled for the reads)."""
+        return self.storage + self.preprocess + self.compute + self.after_idle(self.read)
+
+    def after_idle(self, gap: float) -> float:
+        """Seconds the training step takes longer after its thread idled ``gap`` seconds:
+        linear between the measured gaps (none after no wait), the longest one's beyond it."""
+        if gap <= 0 or not self.idle_penalty:
+            return 0.0
+        pairs = sorted(self.idle_penalty)
+        gaps = [0.0] + [g for g, _ in pairs]
+        extra = [0.0] + [e for _, e in pairs]
+        return float(np.interp(gap, gaps, extra))
 
     @property
     def stall_ratio(self) -> float:
@@ -139,16 +159,21 @@ def remedies(t: StageTimes, preprocess: bool = True) -> list[Remedy]:
     # (t.transfer), CPU work on the worker's side of the pipeline and on the shared cores.
     # The step and the worker's preprocessing, run at once, slow each other down (measured
     # side by side, which on a loaded node includes waiting for a core: so the CPU-work
-    # term, which takes the load from ``free``, keeps the times alone).
+    # term, which takes the load from ``free``, keeps the times alone). No idle penalty: with
+    # workers reading ahead the step waits only when reads bound the cycle, and then the
+    # step's extra time hides inside the read it waits for.
     cpu_work = t.storage - t.read + t.preprocess + t.transfer + t.compute
     loader = (t.storage + t.preprocess * t.corun_preprocess + t.transfer) / workers
     step = t.compute * t.corun_compute
     overlapped = max(step, t.read, loader, cpu_work / max(free, 1.0))
+    # Reads 4x faster leave the step a quarter of the idle wait before it.
     faster = t.storage - t.read * (1.0 - 1.0 / FASTER_STORAGE)
+    faster += t.after_idle(t.read / FASTER_STORAGE)
     # The larger batch's preprocessing as measured at that size (not linear in windows:
     # a batch of features twice as large no longer fits the same caches).
     prep_large = t.preprocess_large if t.preprocess_large is not None else 2 * t.preprocess
-    larger = (2 * t.storage + prep_large + t.compute_large) / (2 * t.batch)
+    larger = 2 * t.storage + prep_large + t.compute_large + t.after_idle(2 * t.read)
+    larger /= 2 * t.batch
     out = [
         Remedy(
             f"{workers} CPU loader worker(s)",
@@ -160,14 +185,16 @@ def remedies(t: StageTimes, preprocess: bool = True) -> list[Remedy]:
         Remedy(
             "cache decoded windows",
             LoaderConfig("cache", 0, base.preprocess, t.batch, t.bandwidth),
-            now / (t.cache + t.preprocess + t.compute),
+            now / (t.cache + t.preprocess + t.compute),  # no wait: no idle penalty
             "reads storage once, then serves windows from memory",
             "cache",
         ),
         Remedy(
             "preprocess on the GPU",
             LoaderConfig("storage", 0, "gpu", t.batch, t.bandwidth),
-            None if t.preprocess_gpu is None else now / (t.storage + t.preprocess_gpu + t.compute),
+            None
+            if t.preprocess_gpu is None
+            else now / (t.storage + t.preprocess_gpu + t.compute + t.after_idle(t.read)),
             "no GPU here"
             if t.preprocess_gpu is None
             else "window operators run as torch on the GPU",

@@ -66,6 +66,10 @@ def test_throttled_reads_make_a_storage_bound_job() -> None:
 
     assert report.verdict == STORAGE, report.times  # the stage times, when it fails
     assert report.times.read > 0.5 * report.times.storage
+    # The step timed after idling as long as the default's reads and 4x faster storage's.
+    read = report.times.read
+    assert [g for g, _ in report.times.idle_penalty] == pytest.approx([read / 4, read])
+    assert all(extra >= 0 for _, extra in report.times.idle_penalty)
     assert report.remedies[0].name == "cache decoded windows"
 
 
@@ -270,3 +274,72 @@ def test_the_corun_probe_times_the_step_here_and_the_preprocessing_in_a_worker()
     assert pids == set()
     assert 0.002 <= compute < 0.05
     assert 0.004 <= prep < 0.05
+
+
+def test_a_step_after_an_idle_wait_for_reads_pays_the_measured_penalty() -> None:
+    # The step takes 0.5 longer after 0.2 idle, 1.0 longer after 0.8 (the default's reads).
+    t = _times(idle_penalty=((0.2, 0.5), (0.8, 1.0)))
+    got = {r.name: r.speedup for r in remedies(t)}
+
+    assert t.after_idle(0.0) == 0.0
+    assert t.after_idle(0.1) == pytest.approx(0.25)  # linear from no penalty at no wait
+    assert t.after_idle(0.4) == pytest.approx(0.5 + 0.5 * 0.2 / 0.6)
+    assert t.after_idle(5.0) == pytest.approx(1.0)  # the longest gap's beyond it
+    assert t.step == pytest.approx(5.0)  # storage 1 + preprocessing 2 + compute 1 + 1.0
+    assert got["cache decoded windows"] == pytest.approx(5.0 / 3.01)  # no wait, no penalty
+    # Reads 4x faster: storage 1 - 0.8 x 3/4 = 0.4, and a quarter of the wait (0.2) idle.
+    assert got["4x faster storage"] == pytest.approx(5.0 / (0.4 + 0.5 + 3.0))
+    # Twice the batch waits 1.6 for its reads: the longest measured gap's penalty.
+    assert got["double the batch"] == pytest.approx((5.0 / 100) / ((2 + 4 + 1.5 + 1.0) / 200))
+    assert got["preprocess on the GPU"] == pytest.approx(5.0 / (1 + 0.1 + 1 + 1.0))
+    # Without a measured penalty every prediction is what it was.
+    assert _times().step == pytest.approx(4.0)
+
+
+def test_the_idle_probe_times_the_step_after_each_gap_in_turns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from engage.profiler import measure
+
+    # A step costs 1 ms after another step and 3 ms after any sleep of 5 ms or more; 2 ms
+    # after a shorter one. The profiler's own clock: sleeps advance it, nothing waits.
+    now, slept, gaps = [0.0], [0.0], []
+
+    def sleep(s: float) -> None:
+        slept[0] = s
+        now[0] += s
+
+    def step() -> None:
+        gaps.append(slept[0])
+        now[0] += 0.001 if slept[0] == 0 else 0.003 if slept[0] >= 0.005 else 0.002
+        slept[0] = 0.0
+
+    monkeypatch.setattr(measure, "time", SimpleNamespace(perf_counter=lambda: now[0], sleep=sleep))
+    got = measure.time_after_idle(step, (0.002, 0.04, 5.0), steps=4)
+
+    assert got == pytest.approx({0.0: 0.001, 0.002: 0.002, 0.04: 0.003, 5.0: 0.003})
+    assert max(gaps) == measure.MAX_IDLE_S  # a 5 s gap is slept for the cap only
+    # A warm-up step, then the gaps in turn, in reverse order on odd steps.
+    assert gaps[1:9] == [0.0, 0.002, 0.04, 0.1, 0.1, 0.04, 0.002, 0.0]
+
+
+def test_the_compute_stage_steps_on_distinct_batches_in_turn(monkeypatch) -> None:
+    import numpy as np
+
+    from engage.profiler import measure
+
+    seen = []
+    monkeypatch.setattr(measure, "make_step", lambda spec, shape: lambda x, t: seen.append(x))
+    inputs = np.arange(100 * 3 * 2, dtype=np.float32).reshape(100, 3, 2)
+    call = measure.compute_call(None, inputs, np.zeros(100, dtype=np.int64), 2, batch=10)
+    for _ in range(2 * measure.ROTATE_BATCHES):
+        call()
+
+    firsts = [float(x[0, 0, 0]) for x in seen]
+    # Batch i holds rows 10i..10i+9 (6 values a row), and the batches come round in turn.
+    assert firsts == [60.0 * i for i in range(measure.ROTATE_BATCHES)] * 2
+    few = measure.compute_call(None, inputs[:15], np.zeros(15, dtype=np.int64), 2, batch=10)
+    few()
+    assert seen[-1].shape == (10, 3, 2)  # fewer rows than two batches: one batch, repeated
