@@ -127,15 +127,22 @@ def whatif(spec, data, bandwidth, steps, repeats):
     rows = []
     for key, name in names.items():
         if not measured.get(key):
-            rows.append((name, None, None, None, None))
+            rows.append((name, None, None, None, None, None, (None, None)))
             continue
         got = _pooled(measured[key])
         pred = float(median(predicted[key]))
-        rows.append((name, pred, got.ratio, *got.by_order()))
+        rows.append((name, pred, got.ratio, *got.by_order(), *_paired(predicted[key], got)))
         print(f"  {name}: predicted {pred:.2f}x measured {got.ratio:.2f}x ({_spread(got)})")
     report = sorted(reports, key=lambda r: r.times.step)[len(reports) // 2]
     base = sorted(bases, key=lambda b: b.samples_per_s)[len(bases) // 2]  # the median run
     return report, base, rows
+
+
+def _paired(predicted, got) -> tuple[float, tuple[float, float]]:
+    """The median over the repetitions of each one's prediction against its own round
+    (``|predicted / measured - 1|``), and the lowest and highest round measured."""
+    errors = [abs(p / r - 1.0) for p, r in zip(predicted, got.ratios, strict=True)]
+    return float(median(errors)), (min(got.ratios), max(got.ratios))
 
 
 def _pooled(rounds) -> Comparison:
@@ -477,16 +484,17 @@ def main() -> None:
 
 def _whatif_table(rows) -> list[str]:
     lines = [
-        "| remedy | predicted | measured (ABBA) | error | default run first | remedy run first |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| remedy | predicted | measured (ABBA) | error | paired error | measured, lowest-highest "
+        "round | default run first | remedy run first |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, pred, got, ab, ba in rows:
+    for name, pred, got, ab, ba, paired, (lo, hi) in rows:
         if pred is None:
-            lines.append(f"| {name} | n/a | n/a | | | |")
+            lines.append(f"| {name} | n/a | n/a | | | | | |")
         else:
             lines.append(
                 f"| {name} | {pred:.2f}x | {got:.2f}x | {abs(pred - got) / got:.0%} | "
-                f"{ab:.2f}x | {ba:.2f}x |"
+                f"{paired:.0%} | {lo:.2f}-{hi:.2f}x | {ab:.2f}x | {ba:.2f}x |"
             )
     return lines
 
@@ -705,7 +713,13 @@ def render(
         "is a sample of a machine whose speed drifts (the stage times printed are the "
         "profile of median predicted step). The first row of each table is the default "
         "against itself, measured the "
-        "same way: its error is the noise floor. The last two columns split each round "
+        "same way: its error is the noise floor. The paired error is the median over the "
+        "repetitions of each one's prediction against its own round, a few seconds after "
+        "its profile: this host's speed drifts in spells of seconds (a cached quickstart "
+        "step of about 1 ms ran between 0.9 and 2.0 ms in 0.5 s windows over one minute), "
+        "so medians over all repetitions can pair a profile in a fast spell with rounds in "
+        "slow ones; a remedy that turns a step waiting on reads into one computing takes "
+        "the drift whole (the range column). The last two columns split each round "
         "in its halves, default then remedy (the old order) and remedy then default: what "
         f"the order alone does. {cores} usable core(s); the machine is "
         f"shared with other jobs (1-minute load average {os.getloadavg()[0]:.1f} at the end "
@@ -757,7 +771,12 @@ def render(
         f"Stages alone, per step of {tb.batch} windows: storage {tb.storage * 1e3:.1f} ms (of which "
         f"the bandwidth imposes {tb.read * 1e3:.1f} ms), cache {tb.cache * 1e3:.2f} ms, compute "
         f"{tb.compute * 1e3:.2f} ms, a batch's transfer from a loader worker process "
-        f"{tb.transfer * 1e3:.2f} ms; default loader measured {base_b.samples_per_s:.0f} samples/s, "
+        f"{tb.transfer * 1e3:.2f} ms"
+        + "".join(
+            f", compute after {gap * 1e3:.1f} ms idle {(tb.compute + extra) * 1e3:.2f} ms"
+            for gap, extra in tb.idle_penalty
+        )
+        + f"; default loader measured {base_b.samples_per_s:.0f} samples/s, "
         f"stall ratio {base_b.stall_ratio:.0%}.",
         "",
         *_whatif_table(rows_b),
