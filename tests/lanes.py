@@ -55,6 +55,8 @@ NAMED_LANES = {
         "tests/e2e/test_bad_input.py",
         "tests/e2e/test_monitor_cli.py",
         "tests/e2e/test_federated_cli.py",
+        # a loopback cluster of its own: its node start-up mostly waits
+        "tests/integration/test_cluster_streaming.py",
         # CPU-bound, here to even out the lanes (a rehearsal at 2d3b54b: system 927 s,
         # unit 900 s, waiting 766 s; the listener test took 100 s of the system lane's)
         "tests/unit/dashboard",
