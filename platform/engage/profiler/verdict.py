@@ -2,9 +2,9 @@
 
 The default pipeline loads, preprocesses and computes one after the other, so a step
 takes ``storage + preprocess + compute`` (and what the step loses after idling through the
-reads); the largest term names the bound. Each remedy
-changes one term (or overlaps them) and its predicted speedup is the ratio of the
-per-sample times, in the style of DS-Analyzer's differential what-if analysis.
+reads); the largest term names the bound. Each remedy changes one term (or overlaps them)
+and its predicted speedup is the ratio of the per-sample times, in the style of
+DS-Analyzer's differential what-if analysis.
 """
 
 from __future__ import annotations
