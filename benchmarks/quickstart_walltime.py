@@ -11,8 +11,16 @@ user's busy laptop or a shared CI runner would. ``--loaded 0`` measures the idle
 only. ``--keep-failed DIR`` keeps what a failed run leaves (its ENGAGE_HOME, the CLI's
 stdout and stderr, the managed Ray head's session logs) under DIR and prints the path.
 
+``--against REF`` measures before and after instead: the quickstart of git ref REF (checked
+out in a temporary worktree, its ``platform/`` first on PYTHONPATH, so it runs on this
+environment's packages) and of this checkout take turns, ``--repeat`` rounds of
+REF, this, this, REF (ABBA), and the section ``quickstart-before-after`` gets both medians,
+their ratio and the training stage's. Issue 14 asks that its input pipeline leave the
+quickstart no slower: REF is then the commit before its first change.
+
     python benchmarks/quickstart_walltime.py [--repeat 3] [--loaded 1] [--hogs 1]
         [--keep-failed DIR] [--no-doc]
+    python benchmarks/quickstart_walltime.py --against 4184205 --repeat 2
 """
 
 from __future__ import annotations
@@ -87,7 +95,9 @@ def _what_failed(stderr: bytes | None) -> str:
     return next((x for x in lines if "failed:" in x), lines[-1])[:200]
 
 
-def run_quickstart(keep: Path | None = None) -> tuple[float, dict[str, float]]:
+def run_quickstart(
+    keep: Path | None = None, tree: Path | None = None
+) -> tuple[float, dict[str, float]]:
     """One quickstart in a fresh home: wall seconds and the split by stage.
 
     The deploy stage is split further by the steps ``engage deploy`` times (its
@@ -96,6 +106,9 @@ def run_quickstart(keep: Path | None = None) -> tuple[float, dict[str, float]]:
     and what lies between the stages (opening the run, waiting for MLflow's first run id,
     the summary).
 
+    ``tree``: another checkout of engage to run instead of this one (its ``platform/``
+    first on PYTHONPATH, run from its root).
+
     Raises
     ------
     QuickstartFailed
@@ -103,17 +116,26 @@ def run_quickstart(keep: Path | None = None) -> tuple[float, dict[str, float]]:
     """
     from mlflow import MlflowClient
 
+    env = None if tree is None else os.environ | {"PYTHONPATH": str(tree / "platform")}
+    cwd = tree or REPO
     with tempfile.TemporaryDirectory() as home:
         try:
             done, wall, first, last = _run_timed(
-                [str(ENGAGE), "quickstart", "--home", home, "--set", f"deploy.port={_free_port()}"]
+                [str(ENGAGE), "quickstart", "--home", home, "--set", f"deploy.port={_free_port()}"],
+                cwd,
+                env,
             )
             if done.returncode != 0:
                 kept = _keep(Path(home), done, keep) if keep else None
                 raise QuickstartFailed(done.returncode, _what_failed(done.stderr), wall, kept)
             phases = _deploy_phases(Path(home))  # before `serve stop` removes the app's state
         finally:  # the served model outlives the command; the benchmark must not
-            subprocess.run([str(ENGAGE), "serve", "stop", "--home", home], capture_output=True)
+            subprocess.run(
+                [str(ENGAGE), "serve", "stop", "--home", home],
+                capture_output=True,
+                cwd=cwd,
+                env=env,
+            )
         client = MlflowClient(f"sqlite:///{home}/mlflow.db")
         run = client.search_runs([client.get_experiment_by_name("quickstart").experiment_id])[0]
         stages = {s: run.data.metrics.get(f"stage_{s}_seconds", 0.0) for s in STAGES}
@@ -130,11 +152,13 @@ def run_quickstart(keep: Path | None = None) -> tuple[float, dict[str, float]]:
     return wall, split
 
 
-def _run_timed(command: list[str]) -> tuple[subprocess.CompletedProcess, float, float, float]:
+def _run_timed(
+    command: list[str], cwd: Path = REPO, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess, float, float, float]:
     """Run ``command``: its result, wall seconds, and when its first and last lines came."""
     with tempfile.TemporaryFile() as err:
         started = time.perf_counter()
-        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=err)
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=err)
         lines, times = [], []
         for line in process.stdout:
             lines.append(line)
@@ -177,6 +201,69 @@ def run_loaded(hogs: int, keep: Path | None = None) -> tuple[float, str]:
             hog.wait()
 
 
+def before_after(ref: str, rounds: int, keep: Path | None = None) -> str:
+    """The quickstart at ``ref`` against this checkout's, ``rounds`` ABBA rounds (``ref``,
+    this, this, ``ref``): the section's body."""
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short", ref], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    load = _load()
+    runs: dict[str, list[tuple[float, dict[str, float]]]] = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "before"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(tree), sha],
+            cwd=REPO, check=True, capture_output=True,
+        )  # fmt: skip
+        try:
+            for i in range(rounds):
+                for side in ("before", "after", "after", "before"):
+                    try:
+                        got = run_quickstart(keep, tree if side == "before" else None)
+                    except QuickstartFailed as exc:
+                        sys.exit(f"round {i + 1}, {side}: failed after {exc.wall:.1f} s: {exc}")
+                    runs[side].append(got)
+                    print(f"round {i + 1}: {side} {got[0]:.1f} s (train {got[1]['train']:.1f} s)")
+        finally:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, capture_output=True
+            )
+    floor = run_baseline()
+
+    def med(side: str, key: str | None = None) -> float:
+        return statistics.median(w if key is None else s[key] for w, s in runs[side])
+
+    def listed(side: str) -> str:
+        return ", ".join(f"{w:.1f}" for w, _ in runs[side])
+
+    ratio, train_ratio = (
+        med("after") / med("before"),
+        med("after", "train") / med("before", "train"),
+    )
+    verdict = "no regression" if ratio <= 1.05 else "SLOWER"
+    return f"""## `make quickstart` before and after the input pipeline (issue 14)
+
+Machine: {machine()}. Commit {git_commit()} against {sha} (the commit before issue 14's
+first change). Command: `python benchmarks/quickstart_walltime.py --against {sha} --repeat
+{rounds}`: {rounds} rounds of before, after, after, before (ABBA), each `engage quickstart`
+in a fresh ENGAGE_HOME; the before side runs from a git worktree of {sha} with its
+`platform/` first on PYTHONPATH (the same installed packages). Load average before: {load}.
+
+| figure | before ({sha}) | after ({git_commit()}) | after / before |
+| --- | --- | --- | --- |
+| quickstart wall time, median | {med("before"):.1f} s (runs: {listed("before")}) | {med("after"):.1f} s (runs: {listed("after")}) | **{ratio:.2f}** |
+| train stage (data to the trained model, `stage_train_seconds`), median | {med("before", "train"):.1f} s | {med("after", "train"):.1f} s | {train_ratio:.2f} |
+| data stage, median | {med("before", "data"):.1f} s | {med("after", "data"):.1f} s | |
+| baseline: bare `ray.init` + empty 2-worker TorchTrainer, after the rounds | {floor:.1f} s | | |
+
+Verdict: {verdict} (the issue: the quickstart must not get slower; more than 5% slower
+would be called a regression here). The quickstart's split stays in memory: each worker
+gets the prepared split through the object store, as before, and only a streamed source
+reads through Ray Data. Whatever else changed between the two commits (issues 10, 11, 13,
+15-17) is in the after figures too; the train stage is the one issue 14 changed most.
+"""
+
+
 def _load() -> str:
     return ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -201,9 +288,18 @@ def main() -> None:
     parser.add_argument(
         "--no-doc", action="store_true", help="print the figures, leave docs/BENCHMARKS.md alone"
     )
+    parser.add_argument(
+        "--against", metavar="REF", help="before and after: this checkout against git ref REF"
+    )
     args = parser.parse_args()
     if args.keep_failed:
         args.keep_failed.mkdir(parents=True, exist_ok=True)
+    if args.against:
+        body = before_after(args.against, args.repeat, args.keep_failed)
+        if not args.no_doc:
+            write_section("quickstart-before-after", body)
+        print(body)
+        return
     walls, splits, floors = [], [], []
     idle_load = _load()  # the machine is shared: say how busy it was before the idle runs
     for i in range(args.repeat):
