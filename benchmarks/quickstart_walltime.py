@@ -16,11 +16,11 @@ out in a temporary worktree, its ``platform/`` first on PYTHONPATH, so it runs o
 environment's packages) and of this checkout take turns, ``--repeat`` rounds of
 REF, this, this, REF (ABBA), and the section ``quickstart-before-after`` gets both medians,
 their ratio and the training stage's. Issue 14 asks that its input pipeline leave the
-quickstart no slower: REF is then the commit before its first change.
+quickstart no slower: REF is then a commit from before its first change.
 
     python benchmarks/quickstart_walltime.py [--repeat 3] [--loaded 1] [--hogs 1]
         [--keep-failed DIR] [--no-doc]
-    python benchmarks/quickstart_walltime.py --against 4184205 --repeat 2
+    python benchmarks/quickstart_walltime.py --against a5b4a4f --repeat 2
 """
 
 from __future__ import annotations
@@ -243,8 +243,8 @@ def before_after(ref: str, rounds: int, keep: Path | None = None) -> str:
     verdict = "no regression" if ratio <= 1.05 else "SLOWER"
     return f"""## `make quickstart` before and after the input pipeline (issue 14)
 
-Machine: {machine()}. Commit {git_commit()} against {sha} (the commit before issue 14's
-first change). Command: `python benchmarks/quickstart_walltime.py --against {sha} --repeat
+Machine: {machine()}. Commit {git_commit()} against {sha}, from before issue 14's first
+change (e8b6a10; its two parents, commits of parallel work, fail on an import). Command: `python benchmarks/quickstart_walltime.py --against {sha} --repeat
 {rounds}`: {rounds} rounds of before, after, after, before (ABBA), each `engage quickstart`
 in a fresh ENGAGE_HOME; the before side runs from a git worktree of {sha} with its
 `platform/` first on PYTHONPATH (the same installed packages). Load average before: {load}.
