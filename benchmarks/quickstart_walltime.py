@@ -20,7 +20,7 @@ quickstart no slower: REF is then a commit from before its first change.
 
     python benchmarks/quickstart_walltime.py [--repeat 3] [--loaded 1] [--hogs 1]
         [--keep-failed DIR] [--no-doc]
-    python benchmarks/quickstart_walltime.py --against a5b4a4f --repeat 2
+    python benchmarks/quickstart_walltime.py --against 25049a0 --repeat 2
 """
 
 from __future__ import annotations
@@ -244,7 +244,9 @@ def before_after(ref: str, rounds: int, keep: Path | None = None) -> str:
     return f"""## `make quickstart` before and after the input pipeline (issue 14)
 
 Machine: {machine()}. Commit {git_commit()} against {sha}, from before issue 14's first
-change (e8b6a10; its two parents, commits of parallel work, fail on an import). Command: `python benchmarks/quickstart_walltime.py --against {sha} --repeat
+change (e8b6a10). The later commits before it do not run the quickstart: 029b2c7 (issue 13's
+one cluster for training and serving) already called a method issue 14 added, and the two
+commits of parallel work just before e8b6a10 fail on an import. Command: `python benchmarks/quickstart_walltime.py --against {sha} --repeat
 {rounds}`: {rounds} rounds of before, after, after, before (ABBA), each `engage quickstart`
 in a fresh ENGAGE_HOME; the before side runs from a git worktree of {sha} with its
 `platform/` first on PYTHONPATH (the same installed packages). Load average before: {load}.
@@ -259,8 +261,9 @@ in a fresh ENGAGE_HOME; the before side runs from a git worktree of {sha} with i
 Verdict: {verdict} (the issue: the quickstart must not get slower; more than 5% slower
 would be called a regression here). The quickstart's split stays in memory: each worker
 gets the prepared split through the object store, as before, and only a streamed source
-reads through Ray Data. Whatever else changed between the two commits (issues 10, 11, 13,
-15-17) is in the after figures too; the train stage is the one issue 14 changed most.
+reads through Ray Data. Whatever else changed between the two commits is in the after
+figures too: issues 10, 11 and 15-17, and issue 13's quickstart that trains on the Ray head
+it then serves from (one cluster start instead of two).
 """
 
 
